@@ -1,0 +1,113 @@
+"""The ``fks`` command line: a thin typer layer over the Python API.
+
+Each stage package owns its commands in ``fks/<stage>/cli.py`` with a ``register(app)``
+function; this module only builds the app, the global options and the exit-code policy:
+
+* exit 0 on success;
+* exit 2 on bad input (:class:`~fks.errors.FksInputError`), with one line naming file, line and field;
+* exit 1 on an internal error (the traceback is shown with ``--verbose``).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fks import __version__
+from fks.configs import ConfigSet, load_configs
+from fks.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, FksInputError
+from fks.log import console, setup_logging
+
+__all__ = ["app", "main", "get_configs"]
+
+log = logging.getLogger("fks")
+
+app = typer.Typer(
+    name="fks",
+    help="Fact Knowledge Stability: does a model that knows a fact still know it when the "
+    "question changes?",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+_state: dict[str, object] = {"config_paths": [], "configs": None, "verbose": False}
+
+
+def get_configs() -> ConfigSet:
+    """The configs in force for this invocation (defaults merged with ``--config``)."""
+    if _state["configs"] is None:
+        _state["configs"] = load_configs(_state["config_paths"])  # type: ignore[arg-type]
+    return _state["configs"]  # type: ignore[return-value]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"fks {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    config: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--config",
+            help="Override packaged configs: a YAML file named metrics/models/relations/"
+            "eval_conditions.yaml, or a folder holding some of them. Repeatable; deep-merged.",
+        ),
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show version.")
+    ] = False,
+) -> None:
+    """Fact Knowledge Stability toolkit."""
+    setup_logging(verbose)
+    _state["config_paths"] = list(config or [])
+    _state["configs"] = None
+    _state["verbose"] = verbose
+
+
+def _register_stages() -> None:
+    # One import per stage package; each adds its commands (see module docstring).
+    from fks.data import cli as data_cli
+    from fks.generate import cli as generate_cli
+    from fks.judge import cli as judge_cli
+    from fks.metrics import cli as metrics_cli
+    from fks.score import cli as score_cli
+
+    for module in (data_cli, generate_cli, score_cli, judge_cli, metrics_cli):
+        module.register(app)
+
+
+_register_stages()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``fks`` script: run the app and map errors to exit codes."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except FksInputError as exc:
+        console.print(f"[red]error:[/red] {exc.one_line()}", highlight=False, soft_wrap=True)
+        sys.exit(EXIT_BAD_INPUT)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        console.print("aborted")
+        sys.exit(EXIT_INTERNAL)
+    except Exception as exc:  # click usage errors are ClickException subclasses
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(EXIT_BAD_INPUT if exc.exit_code == 2 else exc.exit_code)
+        if _state.get("verbose"):
+            console.print_exception()
+        console.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc}", highlight=False)
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(0)

@@ -1,0 +1,15 @@
+"""The benchmark data layer: schema, loading, validation, builder and the embedded demo."""
+
+from fks.data.load import Benchmark, find_benchmark_files, load_benchmark
+from fks.data.schema import Fact, GenerationRecord, JudgedRecord, Query, ScoredRecord
+
+__all__ = [
+    "Benchmark",
+    "Fact",
+    "GenerationRecord",
+    "JudgedRecord",
+    "Query",
+    "ScoredRecord",
+    "find_benchmark_files",
+    "load_benchmark",
+]

@@ -1,0 +1,50 @@
+"""Error types that the command line maps to exit codes.
+
+* :class:`FksInputError` -- bad input (exit code 2). Its message is one line naming the file,
+  the line and the field at fault, plus what was expected and what was found.
+* anything else -- an internal error (exit code 1).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["FksInputError", "EXIT_OK", "EXIT_INTERNAL", "EXIT_BAD_INPUT"]
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_BAD_INPUT = 2
+
+
+class FksInputError(ValueError):
+    """Bad user input: a file, line and field, and what is wrong there.
+
+    Args:
+        message: what is wrong (expected versus found).
+        path: the file at fault, if any.
+        line: 1-based line number in that file, if any.
+        field: dotted field path inside the record, if any.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.message = message
+        self.path = str(path) if path is not None else None
+        self.line = line
+        self.field = field
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        """Render ``file:line: field: message`` on one line (parts absent are left out)."""
+        where = ""
+        if self.path is not None:
+            where = self.path if self.line is None else f"{self.path}:{self.line}"
+        parts = [p for p in (where, f"field '{self.field}'" if self.field else "") if p]
+        text = " ".join(self.message.split())  # one line, whatever the message held
+        return ": ".join([*parts, text]) if parts else text

@@ -1,0 +1,278 @@
+"""File I/O shared by every stage: streaming JSONL, atomic writes, resumable appends.
+
+Rules every stage relies on:
+
+* **Reading** is streaming (one line at a time) and a bad row raises
+  :class:`~fks.errors.FksInputError` naming ``file:line`` and the field at fault.
+* **Whole-file writes** are atomic: written to a temporary file in the same folder, flushed,
+  fsynced, then renamed over the target. A crash leaves either the old file or the new one,
+  never a half-written file that looks whole.
+* **Appends** (resumable stages) flush and fsync after each batch; a torn last line left by a
+  ``kill -9`` is detected on reopen and truncated away, so a rerun neither loses nor doubles a
+  complete record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from fks.errors import FksInputError
+
+__all__ = [
+    "iter_jsonl",
+    "read_jsonl",
+    "read_json",
+    "read_yaml",
+    "atomic_write_text",
+    "atomic_write_json",
+    "atomic_write_jsonl",
+    "atomic_path",
+    "JsonlAppender",
+    "repair_jsonl_tail",
+    "sha256_file",
+    "dumps_record",
+]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def dumps_record(record: BaseModel | dict[str, Any]) -> str:
+    """Serialise one record as a compact, key-order-stable JSON line (no newline)."""
+    data = record.model_dump(mode="json") if isinstance(record, BaseModel) else record
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def _first_error(path: Path, line_no: int, err: ValidationError) -> FksInputError:
+    first = err.errors()[0]
+    field = ".".join(str(p) for p in first.get("loc", ())) or None
+    found = first.get("input")
+    found_text = json.dumps(found, ensure_ascii=False, default=str)
+    if len(found_text) > 80:
+        found_text = found_text[:77] + "..."
+    extra = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    msg = f"{first.get('msg', 'invalid value')}; found {found_text}{extra}"
+    return FksInputError(msg, path=path, line=line_no, field=field)
+
+
+def iter_jsonl(
+    path: str | Path, model: type[M] | None = None, *, skip_blank: bool = True
+) -> Iterator[tuple[int, M | dict[str, Any]]]:
+    """Yield ``(line_number, record)`` from a JSONL file, one line at a time.
+
+    Args:
+        path: the JSONL file.
+        model: a pydantic model to validate each row against; ``None`` yields plain dicts.
+        skip_blank: skip empty lines (a blank line is otherwise an error).
+
+    Raises:
+        FksInputError: the file is missing, a line is not a JSON object, or a row fails
+            validation; the message names ``file:line`` and the field.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FksInputError("file not found", path=path)
+    with path.open("rb") as fh:
+        for line_no, raw in enumerate(fh, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise FksInputError(f"not UTF-8 ({exc.reason})", path=path, line=line_no) from None
+            if not text.strip():
+                if skip_blank:
+                    continue
+                raise FksInputError("blank line", path=path, line=line_no)
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise FksInputError(
+                    f"invalid JSON: {exc.msg} at column {exc.colno}", path=path, line=line_no
+                ) from None
+            if not isinstance(obj, dict):
+                raise FksInputError(
+                    f"expected a JSON object, found {type(obj).__name__}", path=path, line=line_no
+                )
+            if model is None:
+                yield line_no, obj
+                continue
+            try:
+                yield line_no, model.model_validate(obj)
+            except ValidationError as exc:
+                raise _first_error(path, line_no, exc) from None
+
+
+def read_jsonl(path: str | Path, model: type[M] | None = None) -> list[Any]:
+    """Read a whole JSONL file into a list (validated when ``model`` is given)."""
+    return [rec for _, rec in iter_jsonl(path, model)]
+
+
+def read_json(path: str | Path) -> Any:
+    """Read a JSON file, raising :class:`FksInputError` with the position of a syntax error."""
+    path = Path(path)
+    if not path.is_file():
+        raise FksInputError("file not found", path=path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise FksInputError(f"invalid JSON: {exc.msg}", path=path, line=exc.lineno) from None
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Read a YAML file with ``yaml.safe_load`` (never the unsafe loader)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FksInputError("file not found", path=path)
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise FksInputError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path=path,
+                            line=line) from None
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success it is renamed over ``path``.
+
+    Use for writers that want a file name (``np.save``, safetensors). On an exception the
+    temporary file is removed and ``path`` is untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or ".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        with open(tmp_path, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp_path, path)
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temp file, fsync, rename)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> None:
+    """Write ``obj`` as indented, key-sorted JSON atomically."""
+    atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=True) + "\n")
+
+
+def atomic_write_jsonl(path: str | Path, records: Iterable[BaseModel | dict[str, Any]]) -> int:
+    """Stream ``records`` to ``path`` atomically; returns the number of rows written."""
+    n = 0
+    with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(dumps_record(rec))
+            fh.write("\n")
+            n += 1
+    return n
+
+
+def repair_jsonl_tail(path: str | Path) -> int:
+    """Truncate a torn last line (no trailing newline, or not valid JSON) from ``path``.
+
+    Returns the number of bytes removed (0 when the file was whole or absent).
+    """
+    path = Path(path)
+    if not path.exists():
+        return 0
+    size = path.stat().st_size
+    if size == 0:
+        return 0
+    with path.open("rb+") as fh:
+        # find the start of the last line
+        block = 1 << 16
+        pos = size
+        tail = b""
+        while pos > 0:
+            step = min(block, pos)
+            pos -= step
+            fh.seek(pos)
+            tail = fh.read(step) + tail
+            idx = tail.rstrip(b"\n").rfind(b"\n")
+            if idx >= 0:
+                start = pos + idx + 1
+                break
+        else:
+            start = 0
+        fh.seek(start)
+        last = fh.read()
+        whole = last.endswith(b"\n")
+        if whole:
+            try:
+                json.loads(last)
+            except ValueError:
+                whole = False
+        if whole:
+            return 0
+        fh.truncate(start)
+        fh.flush()
+        os.fsync(fh.fileno())
+        return size - start
+
+
+class JsonlAppender:
+    """Append records to a JSONL file in durable batches (the resumable-stage writer).
+
+    On open, a torn last line from an earlier crash is truncated away. :meth:`write_batch`
+    writes whole lines, flushes and fsyncs, so after it returns the batch survives a
+    ``kill -9``.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.jsonl"
+        >>> with JsonlAppender(p) as out:
+        ...     out.write_batch([{"a": 1}, {"a": 2}])
+        >>> p.read_text().count("\\n")
+        2
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.repaired_bytes = repair_jsonl_tail(self.path)
+        self._fh = self.path.open("a", encoding="utf-8")
+
+    def write_batch(self, records: Iterable[BaseModel | dict[str, Any]]) -> int:
+        """Write a batch durably; returns the number of records written."""
+        lines = [dumps_record(r) + "\n" for r in records]
+        if lines:
+            self._fh.write("".join(lines))
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        return len(lines)
+
+    def close(self) -> None:
+        """Close the file."""
+        self._fh.close()
+
+    def __enter__(self) -> JsonlAppender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        while data := fh.read(chunk):
+            h.update(data)
+    return h.hexdigest()
