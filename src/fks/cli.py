@@ -4,7 +4,8 @@ Each stage package owns its commands in ``fks/<stage>/cli.py`` with a ``register
 function; this module only builds the app, the global options and the exit-code policy:
 
 * exit 0 on success;
-* exit 2 on bad input (:class:`~fks.errors.FksInputError`), with one line naming file, line and field;
+* exit 2 on bad input (:class:`~fks.errors.FksInputError`), with one line naming file, line
+  and field;
 * exit 1 on an internal error (the traceback is shown with ``--verbose``).
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from fks import __version__
 from fks.configs import ConfigSet, load_configs
@@ -39,7 +41,7 @@ _state: dict[str, object] = {"config_paths": [], "configs": None, "verbose": Fal
 
 
 def get_configs() -> ConfigSet:
-    """The configs in force for this invocation (defaults merged with ``--config``)."""
+    """Return the configs in force for this invocation (defaults merged with ``--config``)."""
     if _state["configs"] is None:
         _state["configs"] = load_configs(_state["config_paths"])  # type: ignore[arg-type]
     return _state["configs"]  # type: ignore[return-value]
@@ -76,16 +78,40 @@ def _root(
 def _register_stages() -> None:
     # One import per stage package; each adds its commands (see module docstring).
     from fks.data import cli as data_cli
+    from fks.evalharness import cli as harness_cli
     from fks.generate import cli as generate_cli
+    from fks.hidden import cli as hidden_cli
     from fks.judge import cli as judge_cli
+    from fks.metrics import calibration_cli
     from fks.metrics import cli as metrics_cli
     from fks.score import cli as score_cli
 
-    for module in (data_cli, generate_cli, score_cli, judge_cli, metrics_cli):
+    for module in (
+        data_cli, generate_cli, score_cli, judge_cli, hidden_cli, metrics_cli, calibration_cli,
+        harness_cli,
+    ):
         module.register(app)
 
 
 _register_stages()
+
+
+def _usage_error_types() -> tuple[type[Exception], ...]:
+    """Click's usage-error base classes, whichever click typer runs on.
+
+    typer >= 0.2x vendors its own click, whose ``ClickException`` subclasses
+    ``typer.TyperException`` and is not the installed ``click``'s; older typer uses ``click``.
+    """
+    types: list[type[Exception]] = []
+    if (vendored := getattr(typer, "TyperException", None)) is not None:
+        types.append(vendored)
+    try:
+        import click
+
+        types.append(click.exceptions.ClickException)
+    except ImportError:  # pragma: no cover - click is optional with a vendoring typer
+        pass
+    return tuple(types)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -93,7 +119,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, standalone_mode=False)
     except FksInputError as exc:
-        console.print(f"[red]error:[/red] {exc.one_line()}", highlight=False, soft_wrap=True)
+        # escape: the message quotes file contents, which may hold rich markup like "[mask]"
+        console.print(f"[red]error:[/red] {escape(exc.one_line())}", highlight=False,
+                      soft_wrap=True)
         sys.exit(EXIT_BAD_INPUT)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -101,13 +129,16 @@ def main(argv: list[str] | None = None) -> None:
         console.print("aborted")
         sys.exit(EXIT_INTERNAL)
     except Exception as exc:  # click usage errors are ClickException subclasses
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(EXIT_BAD_INPUT if exc.exit_code == 2 else exc.exit_code)
+        if isinstance(exc, _usage_error_types()):
+            if hasattr(exc, "show"):
+                exc.show()
+            else:  # a bare TyperException
+                console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+            code = getattr(exc, "exit_code", EXIT_BAD_INPUT)
+            sys.exit(EXIT_BAD_INPUT if code == 2 else code)
         if _state.get("verbose"):
             console.print_exception()
-        console.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc}", highlight=False)
+        console.print(f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))}",
+                      highlight=False)
         sys.exit(EXIT_INTERNAL)
     sys.exit(0)

@@ -97,6 +97,10 @@ def iter_jsonl(
                 raise FksInputError(
                     f"invalid JSON: {exc.msg} at column {exc.colno}", path=path, line=line_no
                 ) from None
+            except (ValueError, RecursionError) as exc:  # huge integer literal, deep nesting
+                raise FksInputError(
+                    f"invalid JSON: {str(exc)[:120]}", path=path, line=line_no
+                ) from None
             if not isinstance(obj, dict):
                 raise FksInputError(
                     f"expected a JSON object, found {type(obj).__name__}", path=path, line=line_no
@@ -124,6 +128,10 @@ def read_json(path: str | Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise FksInputError(f"invalid JSON: {exc.msg}", path=path, line=exc.lineno) from None
+    except UnicodeDecodeError as exc:
+        raise FksInputError(f"not UTF-8 ({exc.reason})", path=path) from None
+    except (ValueError, RecursionError) as exc:  # huge integer literal, deep nesting
+        raise FksInputError(f"invalid JSON: {str(exc)[:120]}", path=path) from None
 
 
 def read_yaml(path: str | Path) -> Any:
@@ -133,6 +141,8 @@ def read_yaml(path: str | Path) -> Any:
         raise FksInputError("file not found", path=path)
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise FksInputError(f"not UTF-8 ({exc.reason})", path=path) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -152,6 +162,8 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or ".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    # mkstemp creates 0600; give the final file the permissions a plain open() would
+    os.chmod(tmp_path, 0o666 & ~_umask())
     try:
         yield tmp_path
         with open(tmp_path, "rb+") as fh:
@@ -160,6 +172,12 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -217,7 +235,7 @@ def repair_jsonl_tail(path: str | Path) -> int:
         if whole:
             try:
                 json.loads(last)
-            except ValueError:
+            except (ValueError, RecursionError):  # incl. JSONDecodeError and bad UTF-8
                 whole = False
         if whole:
             return 0
@@ -228,7 +246,7 @@ def repair_jsonl_tail(path: str | Path) -> int:
 
 
 class JsonlAppender:
-    """Append records to a JSONL file in durable batches (the resumable-stage writer).
+    r"""Append records to a JSONL file in durable batches (the resumable-stage writer).
 
     On open, a torn last line from an earlier crash is truncated away. :meth:`write_batch`
     writes whole lines, flushes and fsyncs, so after it returns the batch survives a
@@ -239,7 +257,8 @@ class JsonlAppender:
         >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.jsonl"
         >>> with JsonlAppender(p) as out:
         ...     out.write_batch([{"a": 1}, {"a": 2}])
-        >>> p.read_text().count("\\n")
+        2
+        >>> p.read_text().count("\n")
         2
     """
 

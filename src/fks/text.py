@@ -94,6 +94,7 @@ def strip_mentions(text: str, mentions: Iterable[str]) -> str:
     ``Airbus``).
     """
     t = normalize(text)
-    for m in sorted({normalize(x) for x in mentions if x.strip()}, key=len, reverse=True):
+    # longest first, ties broken by text, so the result never depends on set/hash order
+    for m in sorted({normalize(x) for x in mentions if x.strip()}, key=lambda m: (-len(m), m)):
         t = _alias_pattern(m).sub(" ", t)
     return _WS.sub(" ", t).strip()

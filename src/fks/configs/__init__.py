@@ -19,7 +19,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from fks.errors import FksInputError
 from fks.io import read_yaml
@@ -95,14 +102,16 @@ class MetricsConfig(_Strict):
     eps: float = Field(1e-12, gt=0.0)
     coverage_modes: list[Literal["complete_family", "full_set"]] = ["complete_family", "full_set"]
 
-    @model_validator(mode="after")
-    def _families_known(self) -> MetricsConfig:
-        unknown = [f for f in self.main_families if f not in FAMILIES]
+    @field_validator("main_families")
+    @classmethod
+    def _families_known(cls, value: list[str]) -> list[str]:
+        # a field validator (not a model validator) so the error names main_families
+        unknown = [f for f in value if f not in FAMILIES]
         if unknown:
             raise ValueError(f"unknown family {unknown[0]!r}; known: {', '.join(FAMILIES)}")
-        if not self.main_families:
+        if not value:
             raise ValueError("main_families is empty")
-        return self
+        return value
 
 
 # ------------------------------------------------------------------------------ models.yaml
@@ -170,11 +179,20 @@ class RelationSpec(_Strict):
     spec_6_2_flag: bool = False
     anchor: str
     reverse: list[str] = Field(min_length=1)
+    #: extra English cloze paraphrases ({subject}, answer slot last and removed) that the
+    #: builder adds to the source's patterns (for relations with too few ``[Y]``-last ones)
+    paraphrases: list[str] = []
+    #: the object determines the subject in the world (capital <-> country), so a reverse
+    #: question can be well posed; false: every reverse question is ill-posed (reverse_illposed)
+    reversible: bool = False
 
     @model_validator(mode="after")
     def _templates(self) -> RelationSpec:
         if "{subject}" not in self.anchor:
             raise ValueError("anchor must contain {subject}")
+        for t in self.paraphrases:
+            if "{subject}" not in t or "{object}" in t:
+                raise ValueError(f"paraphrase template {t!r} must contain {{subject}} only")
         for t in self.reverse:
             if "{object}" not in t:
                 raise ValueError(f"reverse template {t!r} must contain {{object}}")
@@ -246,13 +264,16 @@ class ConditionsConfig(_Strict):
     expected_counts: ExpectedCounts | None = None
     accepted_deviations: list[Deviation] = []
 
-    @model_validator(mode="after")
-    def _all_families(self) -> ConditionsConfig:
-        if set(self.families) != set(FAMILIES):
-            missing = sorted(set(FAMILIES) - set(self.families))
-            extra = sorted(set(self.families) - set(FAMILIES))
-            raise ValueError(f"families must be exactly the eight; missing {missing}, extra {extra}")
-        return self
+    @field_validator("families")
+    @classmethod
+    def _all_families(cls, value: dict[str, FamilySpec]) -> dict[str, FamilySpec]:
+        # a field validator (not a model validator) so the error names families
+        if set(value) != set(FAMILIES):
+            missing = sorted(set(FAMILIES) - set(value))
+            extra = sorted(set(value) - set(FAMILIES))
+            raise ValueError(
+                f"families must be exactly the eight; missing {missing}, extra {extra}")
+        return value
 
     def main_forward(self) -> list[str]:
         """Families whose role is ``main``, in canonical order."""
@@ -321,6 +342,25 @@ def _override_files(paths: list[Path]) -> dict[str, list[Path]]:
     return found
 
 
+def _sets(override: Any, loc: tuple[Any, ...]) -> bool:
+    """Say whether ``override`` sets the value at ``loc`` (or a list or scalar holding it)."""
+    for key in loc:
+        if not isinstance(override, dict):
+            return True  # a list or scalar above ``loc`` replaced the default wholesale
+        if key not in override:
+            return False
+        override = override[key]
+    return True
+
+
+def _blame(applied: list[tuple[Path, dict[str, Any]]], loc: tuple[Any, ...]) -> Path | None:
+    """Find the last override file that set the value at ``loc``, else the last applied."""
+    for path, override in reversed(applied):
+        if _sets(override, loc):
+            return path
+    return applied[-1][0] if applied else None
+
+
 def load_configs(overrides: list[str | Path] | None = None) -> ConfigSet:
     """Load the packaged defaults, deep-merge ``overrides`` and validate all four configs.
 
@@ -337,7 +377,7 @@ def load_configs(overrides: list[str | Path] | None = None) -> ConfigSet:
         with resources.as_file(default_res) as default_path:
             data = read_yaml(default_path)
         chain = [f"fks:configs/{name}.yaml"]
-        last: Path | None = None
+        applied: list[tuple[Path, dict[str, Any]]] = []
         for path in files[name]:
             over = read_yaml(path)
             if over is None:
@@ -346,15 +386,16 @@ def load_configs(overrides: list[str | Path] | None = None) -> ConfigSet:
                 raise FksInputError("expected a YAML mapping at top level", path=path)
             data = _deep_merge(data, over)
             chain.append(str(path))
-            last = path
+            applied.append((path, over))
         try:
             loaded[name] = model.model_validate(data)
         except ValidationError as exc:
             first = exc.errors()[0]
-            field = ".".join(str(x) for x in first.get("loc", ()))
+            loc = tuple(first.get("loc", ()))
+            field = ".".join(str(x) for x in loc)
             raise FksInputError(
                 first.get("msg", "invalid value"),
-                path=last or f"fks:configs/{name}.yaml",
+                path=_blame(applied, loc) or f"fks:configs/{name}.yaml",
                 field=field or None,
             ) from None
         sources[name] = chain

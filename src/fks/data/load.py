@@ -94,7 +94,8 @@ def find_benchmark_files(root: str | Path) -> BenchmarkFiles:
         raise FksInputError("benchmark directory not found", path=root)
     facts = sorted(p for p in root.iterdir() if _FACTS_RE.match(p.name))
     queries = sorted(p for p in root.iterdir() if _QUERIES_RE.match(p.name))
-    for kind, hits in (("benchmark_facts_<N>.jsonl", facts), ("evaluation_queries_<M>.jsonl", queries)):
+    kinds = (("benchmark_facts_<N>.jsonl", facts), ("evaluation_queries_<M>.jsonl", queries))
+    for kind, hits in kinds:
         if len(hits) != 1:
             found = ", ".join(p.name for p in hits) or "none"
             raise FksInputError(f"expected exactly one {kind}; found {found}", path=root)
@@ -138,9 +139,13 @@ def _materialise_hf(spec: str) -> Path:
         raise FksInputError(f"the 'datasets' package is needed to load {repo!r}: {exc}") from None
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", repo.strip("/"))
     out = _hf_cache_dir() / safe
+    # A local folder is re-read every time: datasets' cache can serve a stale copy of a local
+    # folder whose files changed (seen with datasets 5.2), and re-reading one is cheap.
+    fresh = {"download_mode": "force_redownload"} if Path(repo).is_dir() else {}
     try:
         tables = {
-            cfg: datasets.load_dataset(repo, cfg, split="train") for cfg in ("facts", "queries")
+            cfg: datasets.load_dataset(repo, cfg, split="train", **fresh)
+            for cfg in ("facts", "queries")
         }
     except Exception as exc:  # datasets raises many types for network/offline failures
         offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("HF_DATASETS_OFFLINE")
@@ -155,13 +160,14 @@ def _materialise_hf(spec: str) -> Path:
     n_f, n_q = len(tables["facts"]), len(tables["queries"])
     facts_path = out / f"benchmark_facts_{n_f}.jsonl"
     queries_path = out / f"evaluation_queries_{n_q}.jsonl"
-    if not (facts_path.is_file() and queries_path.is_file()):
-        out.mkdir(parents=True, exist_ok=True)
-        for stale in out.glob("*.jsonl"):
+    # Always rewritten (atomically): the cache folder is keyed by repo name only, so a source
+    # that changed without changing its row counts must not be served from a stale copy.
+    atomic_write_jsonl(facts_path, (dict(r) for r in tables["facts"]))
+    atomic_write_jsonl(queries_path, (dict(r) for r in tables["queries"]))
+    for stale in out.glob("*.jsonl"):
+        if stale not in (facts_path, queries_path):
             stale.unlink()
-        atomic_write_jsonl(facts_path, (dict(r) for r in tables["facts"]))
-        atomic_write_jsonl(queries_path, (dict(r) for r in tables["queries"]))
-        log.info("materialised %s into %s", repo, out)
+    log.info("materialised %s into %s", repo, out)
     return out
 
 
@@ -186,5 +192,5 @@ def load_benchmark(source: str | Path) -> Benchmark:
 
 
 def read_manifest(files: BenchmarkFiles) -> dict | None:
-    """The builder's ``benchmark_manifest.json``, if the directory has one."""
+    """Read the builder's ``benchmark_manifest.json``, if the directory has one."""
     return read_json(files.manifest) if files.manifest else None

@@ -1,9 +1,118 @@
-"""``fks`` commands of the generate stage."""
+"""``fks generate``: run (or resume) generation for one model, or ``--merge`` shard outputs."""
 
 from __future__ import annotations
 
+import logging
+import os
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from fks.errors import FksInputError
+
+log = logging.getLogger("fks")
+
+
+def _split_families(values: list[str] | None) -> list[str] | None:
+    """Accept ``--families a --families b`` and ``--families a,b``."""
+    if not values:
+        return None
+    return [f.strip() for v in values for f in v.split(",") if f.strip()]
+
+
+def _require(**values: object) -> None:
+    for name, value in values.items():
+        if value is None:
+            raise FksInputError(f"--{name.replace('_', '-')} is required (unless --merge)",
+                                field=name)
+
+
+def generate_cmd(
+    model: Annotated[str | None, typer.Option(help="Model name recorded in every row.")] = None,
+    model_path: Annotated[
+        str | None,
+        typer.Option(help="Local folder or hub id (hf/vllm), or the served model name "
+                     "(openai). Default: the registry path of --model."),
+    ] = None,
+    benchmark: Annotated[
+        str | None, typer.Option(help="Benchmark directory, or hf[:REPO_OR_PATH].")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Run directory RUN.")] = None,
+    backend: Annotated[str, typer.Option(help="hf | openai | vllm.")] = "hf",
+    families: Annotated[
+        list[str] | None,
+        typer.Option(help="Only these condition families (repeatable, or comma-separated)."),
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Only the first N selected queries.")] = None,
+    batch_size: Annotated[int, typer.Option(help="Prompts per batch (and per append).")] = 16,
+    shard: Annotated[
+        str | None,
+        typer.Option(help="i/n (1-based): only facts hashing to shard i; writes "
+                     "RUN/shards/shard_i_of_n/."),
+    ] = None,
+    trust_remote_code: Annotated[
+        bool, typer.Option(help="Allow the model repository's own code (hf/vllm).")
+    ] = False,
+    base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible server, e.g. http://127.0.0.1:8000.")
+    ] = None,
+    api_key_env: Annotated[
+        str, typer.Option(help="Environment variable holding the API key (openai).")
+    ] = "OPENAI_API_KEY",
+    concurrency: Annotated[int, typer.Option(help="Parallel requests (openai).")] = 8,
+    timeout: Annotated[float, typer.Option(help="Seconds per request (openai).")] = 60.0,
+    max_retries: Annotated[int, typer.Option(help="Retries per request (openai).")] = 4,
+    device: Annotated[
+        str | None, typer.Option(help="torch device for hf (default: cuda if available).")
+    ] = None,
+    revision: Annotated[str | None, typer.Option(help="Hub revision (hf).")] = None,
+    merge: Annotated[
+        Path | None,
+        typer.Option(help="Instead of generating: verify and join RUN/shards/* into RUN."),
+    ] = None,
+) -> None:
+    """Generate answers for a benchmark under the frozen decoding protocol (resumable)."""
+    from fks.cli import get_configs
+    from fks.data.load import load_benchmark
+    from fks.generate.runner import generate_run, merge_shards, parse_shard, select_queries
+
+    if merge is not None:
+        summary = merge_shards(merge, benchmark=benchmark)
+        log.info("merged %d records into %s (%s)", summary.n_written, merge, summary.counts)
+        return
+    configs = get_configs()
+    entry = configs.models.find(model) if model else None
+    model_path = model_path or (entry.path if entry else None)
+    _require(model=model, model_path=model_path, benchmark=benchmark, out=out)
+    assert model is not None and model_path is not None and out is not None
+    assert benchmark is not None
+    shard_t = parse_shard(shard) if shard else None
+    family_list = _split_families(families)
+    # cheap input checks before the (slow) model load
+    bench = load_benchmark(benchmark)
+    select_queries(bench.queries, families=family_list, limit=limit)
+
+    from fks.generate.backends import make_backend
+
+    opts: dict[str, object] = {}
+    if backend == "openai":
+        _require(base_url=base_url)
+        opts = {"base_url": base_url, "api_key": os.environ.get(api_key_env),
+                "concurrency": concurrency, "timeout": timeout, "max_retries": max_retries}
+    elif backend == "hf":
+        opts = {"revision": revision or (entry.revision if entry else None)}
+    gen_backend = make_backend(backend, model_path, configs=configs, device=device,
+                               trust_remote_code=trust_remote_code, **opts)
+    summary = generate_run(
+        bench, out, model=model, model_path=model_path, configs=configs,
+        backend=gen_backend, families=family_list, limit=limit, shard=shard_t,
+        batch_size=batch_size,
+    )
+    log.info("%s: %d records (%d new) %s", summary.out_dir, summary.n_existing + summary.n_written,
+             summary.n_written, summary.counts)
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's commands to ``app``."""
+    app.command("generate")(generate_cmd)

@@ -1,9 +1,73 @@
-"""``fks`` commands of the judge stage."""
+"""``fks judge RUN --benchmark DIR [--judge NAME]`` and ``fks judge agreement A B``."""
 
 from __future__ import annotations
 
+import json
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from typer.core import TyperGroup
+
+log = logging.getLogger("fks")
+
+
+class _DefaultRunGroup(TyperGroup):
+    """A group whose first argument, when it is not a subcommand, goes to ``run``.
+
+    So ``fks judge RUN --benchmark DIR`` means ``fks judge run RUN --benchmark DIR`` while
+    ``fks judge agreement A B`` still reaches ``agreement``.
+    """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+judge_app = typer.Typer(
+    cls=_DefaultRunGroup,
+    help="Cluster answers (reference-blind) and mark cluster correctness (spec §3).",
+    no_args_is_help=True,
+)
+
+
+@judge_app.command("run")
+def run_cmd(
+    run: Annotated[Path, typer.Argument(help="Run directory holding scored.jsonl.")],
+    benchmark: Annotated[str, typer.Option(help="Benchmark directory, or hf[:REPO_OR_PATH].")],
+    judge: Annotated[str, typer.Option(
+        help="alias (default, deterministic), hf:PATH, or openai:URL.")] = "alias",
+) -> None:
+    """Judge RUN/scored.jsonl into RUN/judged.jsonl (also the default: fks judge RUN ...)."""
+    from fks.cli import get_configs
+    from fks.judge import judge_run, make_judge
+
+    info = judge_run(run, benchmark, make_judge(judge, configs=get_configs(), run_dir=run))
+    c = info["counts"]
+    log.info("%s: %d records, %d facts, %d REVIEW_REQUIRED", info["name"], c["records"],
+             c["facts"], c["review_required"])
+
+
+@judge_app.command("agreement")
+def agreement_cmd(
+    judged: Annotated[Path, typer.Argument(help="A judged file (RUN/judged.jsonl).")],
+    other: Annotated[Path, typer.Argument(
+        help="Another judged file, or a human-labelled JSONL sample (query_id + any of "
+        "extracted_answer, cluster_id, correctness).")],
+    out: Annotated[Path | None, typer.Option(help="Also write the report here (JSON).")] = None,
+) -> None:
+    """Judge consistency (spec §18.6): extraction, clusters, correctness, kappa, alpha."""
+    from fks.io import atomic_write_json
+    from fks.judge import judge_agreement
+
+    report = judge_agreement(judged, other)
+    if out is not None:
+        atomic_write_json(out, report)
+    typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
 
 
 def register(app: typer.Typer) -> None:
-    """Add this stage's commands to ``app``."""
+    """Add ``fks judge ...``."""
+    app.add_typer(judge_app, name="judge")

@@ -1,9 +1,62 @@
-"""``fks`` commands of the metrics stage."""
+"""``fks metrics RUN [--part behavior|...|all]``.
+
+Each part is a function ``part(run_dir, configs) -> dict`` registered in :data:`PARTS`; a
+later stage adds its own (``internal``: ISS/KTS) with :func:`register_part`, and ``--part all``
+runs every registered part in registration order.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+from fks.configs import ConfigSet
+from fks.errors import FksInputError
+
+log = logging.getLogger("fks")
+
+MetricsPart = Callable[[Path, ConfigSet], dict[str, Any]]
+PARTS: dict[str, MetricsPart] = {}
+
+
+def register_part(name: str, part: MetricsPart) -> None:
+    """Make ``part`` runnable as ``fks metrics RUN --part name`` (and in ``--part all``)."""
+    PARTS[name] = part
+
+
+def _behavior_part(run_dir: Path, configs: ConfigSet) -> dict[str, Any]:
+    from fks.metrics.behavior import run_behavior_metrics
+
+    m = configs.metrics
+    return run_behavior_metrics(run_dir, main_families=m.main_families, tau_b=m.tau_b,
+                                tau_sensitivity=m.tau_b_sensitivity)
+
+
+register_part("behavior", _behavior_part)
+
+
+def metrics_cmd(
+    run: Annotated[Path, typer.Argument(help="Run directory (reads judged.jsonl, ...).")],
+    part: Annotated[str, typer.Option(
+        help="Which metrics: a registered part (behavior, ...) or all.")] = "all",
+) -> None:
+    """Compute metrics of a run into RUN/metrics/ (spec §17)."""
+    from fks.cli import get_configs
+
+    if part != "all" and part not in PARTS:
+        raise FksInputError(f"unknown part {part!r}; expected one of: "
+                            f"{', '.join([*PARTS, 'all'])}", field="part")
+    if not run.is_dir():
+        raise FksInputError("run directory not found", path=run)
+    for name in (list(PARTS) if part == "all" else [part]):
+        PARTS[name](run, get_configs())
+        log.info("metrics part %r done", name)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this stage's commands to ``app``."""
+    """Add ``fks metrics``."""
+    app.command("metrics")(metrics_cmd)

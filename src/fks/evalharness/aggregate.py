@@ -1,0 +1,170 @@
+"""Aggregation (spec §2, §3): case score, within-bucket percentiles, bandwidths, bucket reports.
+
+* **Case score** ``Score_case = sum_i w_i D_i / sum_i w_i`` over the dimensions that were
+  computed, with the bucket's weights (§2). A dimension that was not computed (D9 across one
+  bucket, D11 outside B1-B3, a dimension not annotated) has ``w_i = 0`` and leaves the
+  denominator, as §2 states for D9/D11.
+* **Percentile** within a bucket (§3.2): ``|{c in bucket : Score_c <= Score_case}| / |bucket|``,
+  for every dimension and for the case score; never across buckets.
+* **Bandwidth** (§3.2, §4.2): when a bucket has fewer than 30 scores, the percentile's
+  percentile-bootstrap interval (the bucket resampled with replacement, B = 1000) gives
+  ``bandwidth = (CI_up - CI_low) / 2``, reported as ``bandwidth: +-X%``.
+* **Bucket report**: case count, median case score, the bandwidth of the percentile at the
+  median score (the widest point of an empirical CDF's uncertainty), dimension medians, and the
+  sample-quality flag: ``annotation_low`` (an IAA task's kappa in the bucket is below its
+  threshold) before ``insufficient`` (fewer than 20 cases, or a bucket kept apart by design --
+  B7 in v1) before ``ok``. Only ``ok`` buckets enter the cross-bucket percentile table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from fks.evalharness.config import BootstrapSettings, HarnessConfig
+from fks.evalharness.schema import BucketReport, CaseScore
+from fks.metrics.bootstrap import bootstrap_bandwidth
+
+__all__ = [
+    "aggregate_score",
+    "ecdf_percentile",
+    "percentile_bandwidth",
+    "bucket_percentiles",
+    "sample_quality",
+    "bucket_report",
+    "cross_bucket_table",
+]
+
+
+def aggregate_score(
+    values: Mapping[str, float | None], weights: Mapping[str, float]
+) -> float | None:
+    """``sum_i w_i D_i / sum_i w_i`` over computed dimensions with ``w_i > 0``.
+
+    ``None`` when no weighted dimension was computed.
+
+    >>> aggregate_score({"D1": 0.5, "D2": 1.0, "D9": None}, {"D1": 0.1, "D2": 0.1, "D9": 0.08})
+    0.7500000000000001
+    """
+    used = {d: v for d, v in values.items() if v is not None and weights.get(d, 0.0) > 0}
+    total = sum(weights[d] for d in used)
+    if total <= 0:
+        return None
+    return sum(weights[d] * v for d, v in used.items()) / total
+
+
+def ecdf_percentile(scores: Sequence[float], value: float) -> float:
+    """``|{s in scores : s <= value}| / |scores|`` (§3.2).
+
+    >>> ecdf_percentile([0.2, 0.5, 0.5, 0.9], 0.5)
+    0.75
+    """
+    arr = np.asarray(scores, dtype=float)
+    if arr.size == 0:
+        raise ValueError("no scores")
+    return float(np.mean(arr <= value))
+
+
+def percentile_bandwidth(
+    scores: Sequence[float], value: float, settings: BootstrapSettings
+) -> float:
+    """Bootstrap half-width of ``ecdf_percentile(scores, value)`` (shared bootstrap core)."""
+
+    def at_value(x: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.mean(x <= value, axis=axis)
+
+    return bootstrap_bandwidth(
+        np.asarray(scores, dtype=float),
+        at_value,
+        n_resamples=settings.n_resamples,
+        confidence=settings.confidence,
+        seed=settings.seed,
+    )
+
+
+def bucket_percentiles(
+    scores: Sequence[float], settings: BootstrapSettings, *, min_cases: int
+) -> list[tuple[float, float | None]]:
+    """Return ``(percentile, bandwidth)`` of each score within its bucket.
+
+    The bandwidth is only computed below ``min_cases`` scores (else ``None``).
+    """
+    small = len(scores) < min_cases
+    return [
+        (
+            ecdf_percentile(scores, s),
+            percentile_bandwidth(scores, s, settings) if small else None,
+        )
+        for s in scores
+    ]
+
+
+def sample_quality(
+    bucket: str, case_count: int, cfg: HarnessConfig, *, annotation_low: bool
+) -> str:
+    """Return the §8.2 ``sample_quality_flag`` of a bucket (see the module docstring)."""
+    if annotation_low:
+        return "annotation_low"
+    if bucket in cfg.cross_bucket_exclude or case_count < cfg.min_cases_per_bucket:
+        return "insufficient"
+    return "ok"
+
+
+def bucket_report(
+    bucket: str, cases: Sequence[CaseScore], cfg: HarnessConfig, *, annotation_low: bool = False
+) -> BucketReport:
+    """Build the §8.2 :class:`BucketReport` of one bucket's case scores."""
+    if not cases:
+        raise ValueError(f"bucket {bucket} has no case")
+    scores = [c.aggregate_score for c in cases]
+    median = float(np.median(scores))
+    dims: dict[str, float] = {}
+    for dim in sorted({d for c in cases for d in c.dimensions}, key=lambda d: int(d[1:])):
+        vals = [
+            c.dimensions[dim].raw_score  # type: ignore[index]
+            for c in cases
+            if dim in c.dimensions and c.dimensions[dim].raw_score is not None  # type: ignore[index]
+        ]
+        if vals:
+            dims[dim] = float(np.median(vals))
+    return BucketReport(
+        bucket_label=bucket,  # type: ignore[arg-type]
+        case_count=len(cases),
+        median_score=median,
+        percentile_bandwidth=percentile_bandwidth(scores, median, cfg.bootstrap),
+        dimension_medians=dims,  # type: ignore[arg-type]
+        sample_quality_flag=sample_quality(  # type: ignore[arg-type]
+            bucket, len(cases), cfg, annotation_low=annotation_low
+        ),
+    )
+
+
+def cross_bucket_table(
+    reports: Mapping[str, BucketReport], case_percentiles: Mapping[str, Sequence[float]]
+) -> list[dict[str, Any]]:
+    """Rows of the cross-bucket percentile comparison: only buckets flagged ``ok``.
+
+    Each row gives the bucket, its case count and the quartiles of its cases' within-bucket
+    percentiles; buckets kept out are listed with the reason.
+    """
+    rows = []
+    for bucket, rep in reports.items():
+        pct = case_percentiles.get(bucket, [])
+        included = rep.sample_quality_flag == "ok"
+        rows.append(
+            {
+                "bucket_label": bucket,
+                "included": included,
+                "reason": None if included else rep.sample_quality_flag,
+                "case_count": rep.case_count,
+                "median_score": rep.median_score,
+                "percentile_quartiles": (
+                    [float(q) for q in np.percentile(pct, [25, 50, 75])]
+                    if included and len(pct)
+                    else None
+                ),
+            }
+        )
+    return rows

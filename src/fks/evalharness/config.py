@@ -1,0 +1,206 @@
+"""The harness configuration: packaged ``fks/configs/harness.yaml``, validated by pydantic.
+
+``fks.configs.load_configs`` validates exactly four files, so the harness has its own loader:
+:func:`load_harness_config` reads the packaged default through :mod:`importlib.resources`
+(``configs/*.yaml`` is already package data), deep-merges an optional override file onto it and
+validates the result. A bad value raises :class:`~fks.errors.FksInputError` naming the file and
+the field.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from fks.configs import _deep_merge
+from fks.errors import FksInputError
+from fks.io import read_yaml
+
+__all__ = [
+    "BUCKET_LABELS",
+    "DIMENSION_IDS",
+    "SPLIT_NAMES",
+    "IAA_TASKS",
+    "HarnessConfig",
+    "BucketSpec",
+    "load_harness_config",
+]
+
+#: §8.2 ``DimensionId`` in order.
+DIMENSION_IDS: tuple[str, ...] = tuple(f"D{i}" for i in range(1, 12))
+#: §8.2 ``BucketLabel`` in order (B5 is split into B5a and B5b, so 8 buckets).
+BUCKET_LABELS: tuple[str, ...] = ("B1", "B2", "B3", "B4", "B5a", "B5b", "B6", "B7")
+#: §8.2 ``SplitName``.
+SPLIT_NAMES: tuple[str, ...] = ("dev", "test", "holdout")
+#: §8.2 ``IAAReport.task_id``.
+IAA_TASKS: tuple[str, ...] = ("A", "B", "C", "D", "D1_open", "D7_external")
+
+DimensionKey = Literal["D1", "D2", "D3", "D4", "D5", "D6", "D7", "D8", "D9", "D10", "D11"]
+BucketKey = Literal["B1", "B2", "B3", "B4", "B5a", "B5b", "B6", "B7"]
+TaskKey = Literal["A", "B", "C", "D", "D1_open", "D7_external"]
+AxisKey = Literal["L", "D", "F", "N", "C", "I"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BucketSpec(_Strict):
+    """One §3.1 bucket: its MCA axis positions, e.g. ``{"F": "F1-F2", "N": "N1"}``."""
+
+    axes: dict[AxisKey, str]
+
+    def levels(self, axis: str) -> set[str]:
+        """Positions the bucket occupies on ``axis``; a range ``"F1-F3"`` expands to F1..F3.
+
+        >>> sorted(BucketSpec(axes={"F": "F1-F3"}).levels("F"))
+        ['F1', 'F2', 'F3']
+        """
+        text = self.axes.get(axis)  # type: ignore[call-overload]
+        if text is None:
+            return set()
+        if "-" in text:
+            lo, hi = text.split("-", 1)
+            if lo[:1] == hi[:1] == axis and lo[1:].isdigit() and hi[1:].isdigit():
+                return {f"{axis}{k}" for k in range(int(lo[1:]), int(hi[1:]) + 1)}
+        return {text}
+
+
+class BootstrapSettings(_Strict):
+    """§4.2 percentile bootstrap."""
+
+    n_resamples: int = Field(1000, ge=1)
+    confidence: float = Field(0.95, gt=0.0, lt=1.0)
+    seed: int = 20260101
+
+
+class SplitSettings(_Strict):
+    """§4.1 hash split."""
+
+    salt: str = Field("finbayes-v1-2026", min_length=1)
+    force_anchor_placement: bool = False
+    anchor_counts: dict[Literal["dev", "test", "holdout"], int] = {
+        "dev": 10,
+        "test": 3,
+        "holdout": 1,
+    }
+
+
+class IAASettings(_Strict):
+    """§5 Cohen's kappa thresholds and the mini-review trigger."""
+
+    window: int = Field(10, ge=2)
+    mini_review_min_disagreements: int = Field(3, ge=1)
+    thresholds: dict[TaskKey, float]
+
+    @model_validator(mode="after")
+    def _all_tasks(self) -> IAASettings:
+        missing = [t for t in IAA_TASKS if t not in self.thresholds]
+        if missing:
+            raise ValueError(f"thresholds missing for tasks {missing}")
+        return self
+
+
+class DegradationSettings(_Strict):
+    """§6 degradation detection."""
+
+    threshold: float = Field(0.15, gt=0.0)
+    mechanism_min_cases: int = Field(4, ge=1)
+    mechanism_min_buckets: int = Field(2, ge=2)
+
+
+class DimensionSettings(_Strict):
+    """Per-dimension constants of §1 (see the comments in ``harness.yaml``)."""
+
+    d1_open_fields_min_experts: int = Field(2, ge=1)
+    d1_open_fields_min_kappa: float = Field(0.70, ge=-1.0, le=1.0)
+    d1_cross_market_edge_weight: float = Field(1.5, gt=0.0)
+    d1_exhaustive_ratio: float = Field(2.0, ge=1.0)
+    d2_n1_uncertainty_penalty: float = Field(0.10, ge=0.0, le=1.0)
+    d3_mae_max_quarters: float = Field(8.0, gt=0.0)
+    d4_subiso_exact_max_nodes: int = Field(200, ge=1)
+    d5_derivatives_gate_penalty: float = Field(0.10, ge=0.0, le=1.0)
+    d5_fp_rate_baseline: dict[BucketKey, float] = {}
+    d5_fp_penalty: float = Field(0.10, ge=0.0, le=1.0)
+    d6_ece_bins: int = Field(10, ge=1)
+    d6_ece_scale: float = Field(0.5, gt=0.0)
+    d6_ece_threshold: float = Field(0.15, ge=0.0, le=1.0)
+    d6_weight_gap_threshold: float = Field(0.15, ge=0.0)
+    d6_tier_weights: tuple[float, float, float] = (2.0, 1.0, 0.5)
+    d6_label_weights: dict[str, float] = {}
+    d6_bimodal_weight_tolerance: float = Field(0.05, ge=0.0)
+    d6_interval_min_experts: int = Field(2, ge=1)
+    d6_interval_min_overlap: float = Field(0.8, ge=0.0, le=1.0)
+    d7_base_rate_factor: float = Field(1.5, gt=0.0)
+    d10_signal_classes: list[str] = Field(min_length=1)
+    d10_required_axes: dict[AxisKey, str] = {}
+
+
+class HarnessConfig(_Strict):
+    """``harness.yaml``: weights, buckets, bootstrap, split, IAA, degradation, dimensions."""
+
+    weights: dict[DimensionKey, float]
+    bucket_weight_overrides: dict[BucketKey, dict[DimensionKey, float]] = {}
+    renormalize_retired_weights: bool = False
+    buckets: dict[BucketKey, BucketSpec]
+    cross_bucket_exclude: list[BucketKey] = []
+    min_cases_per_bucket: int = Field(20, ge=1)
+    percentile_min_cases: int = Field(30, ge=1)
+    bootstrap: BootstrapSettings = BootstrapSettings()
+    split: SplitSettings = SplitSettings()
+    iaa: IAASettings
+    degradation: DegradationSettings = DegradationSettings()
+    dimensions: DimensionSettings
+
+    @model_validator(mode="after")
+    def _complete(self) -> HarnessConfig:
+        missing = [d for d in DIMENSION_IDS if d not in self.weights]
+        if missing:
+            raise ValueError(f"weights missing for {missing}")
+        for table in (self.weights, *self.bucket_weight_overrides.values()):
+            negative = [d for d, w in table.items() if w < 0]
+            if negative:
+                raise ValueError(f"weights must be >= 0; negative for {negative}")
+        absent = [b for b in BUCKET_LABELS if b not in self.buckets]
+        if absent:
+            raise ValueError(f"buckets missing {absent}")
+        return self
+
+    def weights_for(self, bucket: str) -> dict[str, float]:
+        """§2 weights in force for ``bucket``: defaults with that bucket's overrides applied."""
+        table = dict(self.weights)
+        table.update(self.bucket_weight_overrides.get(bucket, {}))  # type: ignore[call-overload]
+        return table
+
+    def bucket_levels(self, bucket: str, axis: str) -> set[str]:
+        """MCA positions of ``bucket`` on ``axis`` (see :meth:`BucketSpec.levels`)."""
+        return self.buckets[bucket].levels(axis)  # type: ignore[index]
+
+
+def load_harness_config(override: str | Path | None = None) -> HarnessConfig:
+    """Load the packaged ``harness.yaml``, deep-merge ``override`` onto it and validate.
+
+    Raises:
+        FksInputError: the override is missing, not YAML, not a mapping, or a value fails
+            validation (the message names the file and the dotted field).
+    """
+    res = resources.files("fks.configs") / "harness.yaml"
+    with resources.as_file(res) as default_path:
+        data = read_yaml(default_path)
+    source: str | Path = "fks:configs/harness.yaml"
+    if override is not None:
+        over = read_yaml(override)
+        if over is not None:
+            if not isinstance(over, dict):
+                raise FksInputError("expected a YAML mapping at top level", path=override)
+            data = _deep_merge(data, over)
+            source = override
+    try:
+        return HarnessConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(x) for x in first.get("loc", ())) or None
+        raise FksInputError(first.get("msg", "invalid value"), path=source, field=field) from None

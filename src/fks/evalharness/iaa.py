@@ -1,0 +1,190 @@
+"""Inter-annotator agreement (spec §5): rolling Cohen's kappa, mini-review trigger, audit trail.
+
+Kappa is :func:`fks.metrics.stats.cohen_kappa` (the shared statistics core), computed over a
+rolling window of the last ``window = 10`` items of a task in annotation order.
+
+* **Mini-review trigger**: some window of 10 consecutive items holds >= 3 disagreements (the
+  spec's ">= 30 % disagreement"). Shorter histories count as one partial window.
+* **Contested points**: once a review is triggered, every disagreement that the third
+  annotator's 2:1 vote cannot settle (no third label, or one matching neither) joins the audit
+  trail, to be escalated (§5).
+* **Thresholds** per task (``harness.yaml``): A 0.65, B/C/D1_open/D7_external 0.70, D 0.75.
+  Consecutive windows below threshold are counted for the report (template refinement).
+
+A window whose kappa is undefined (both annotators used one identical label throughout; the
+core returns NaN) has perfect observed agreement; :func:`iaa_report` then returns ``None`` for
+the task (the §8.2 field is a required float) and :func:`iaa_summary` says why.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from fks.evalharness.config import IAASettings
+from fks.evalharness.inputs import DoubleAnnotation
+from fks.evalharness.schema import IAAReport
+from fks.metrics.stats import UndefinedStatisticWarning, cohen_kappa
+
+__all__ = [
+    "kappa_or_none",
+    "rolling_kappa",
+    "disagreements",
+    "mini_review_triggered",
+    "majority_vote",
+    "contested_points",
+    "consecutive_below",
+    "iaa_report",
+    "iaa_summary",
+]
+
+
+def kappa_or_none(labels_a: Sequence[Hashable], labels_b: Sequence[Hashable]) -> float | None:
+    """Return :func:`cohen_kappa`, or ``None`` where it is undefined (no warning raised)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedStatisticWarning)
+        value = cohen_kappa(labels_a, labels_b)
+    return None if math.isnan(value) else value
+
+
+def rolling_kappa(
+    labels_a: Sequence[Hashable], labels_b: Sequence[Hashable], *, window: int = 10
+) -> list[float | None]:
+    """Kappa of each window of ``window`` consecutive items (``len - window + 1`` values).
+
+    With fewer items than ``window`` the one partial window is used.
+
+    >>> [round(k, 6) for k in rolling_kappa(["y", "n", "y", "n"], ["y", "n", "y", "y"], window=3)]
+    [1.0, 0.4]
+    """
+    if len(labels_a) != len(labels_b):
+        raise ValueError("labels_a and labels_b differ in length")
+    n = len(labels_a)
+    if n == 0:
+        return []
+    size = min(window, n)
+    return [
+        kappa_or_none(labels_a[s : s + size], labels_b[s : s + size]) for s in range(n - size + 1)
+    ]
+
+
+def disagreements(labels_a: Sequence[Hashable], labels_b: Sequence[Hashable]) -> list[bool]:
+    """Flag, per item, whether the two annotators disagree."""
+    return [a != b for a, b in zip(labels_a, labels_b, strict=True)]
+
+
+def mini_review_triggered(
+    labels_a: Sequence[Hashable],
+    labels_b: Sequence[Hashable],
+    *,
+    window: int = 10,
+    min_disagreements: int = 3,
+) -> bool:
+    """Tell whether some window of ``window`` consecutive items holds >= ``min_disagreements``.
+
+    >>> mini_review_triggered("aaaaaaaaaa", "abbbaaaaaa")
+    True
+    >>> mini_review_triggered("aaaaaaaaaaaa", "abbaaaaaaaab")
+    False
+    """
+    flags = disagreements(labels_a, labels_b)
+    size = min(window, len(flags))
+    return any(sum(flags[s : s + size]) >= min_disagreements for s in range(len(flags) - size + 1))
+
+
+def majority_vote(label_a: str, label_b: str, label_c: str | None) -> str | None:
+    """2:1 majority of three labels; ``None`` when there is none (or no third label)."""
+    if label_a == label_b:
+        return label_a
+    if label_c is not None and label_c in (label_a, label_b):
+        return label_c
+    return None
+
+
+def contested_points(
+    items: Sequence[tuple[str, DoubleAnnotation]], *, triggered: bool
+) -> list[dict[str, Any]]:
+    """Audit trail: disagreements a triggered review's 2:1 vote did not settle.
+
+    Args:
+        items: ``(case_id, annotation)`` pairs of one task, in annotation order.
+        triggered: whether the task's mini-review fired (no review, no contested points).
+    """
+    if not triggered:
+        return []
+    out = []
+    for case_id, ann in items:
+        settled = majority_vote(ann.label_a, ann.label_b, ann.label_c) is not None
+        if ann.label_a != ann.label_b and not settled:
+            out.append(
+                {
+                    "case_id": case_id,
+                    "item": ann.item,
+                    "label_a": ann.label_a,
+                    "label_b": ann.label_b,
+                    "label_c": ann.label_c,
+                    "status": "escalate",
+                }
+            )
+    return out
+
+
+def consecutive_below(kappas: Sequence[float | None], threshold: float) -> int:
+    """Length of the trailing run of windows whose kappa is below ``threshold``."""
+    run = 0
+    for k in reversed(kappas):
+        if k is None or k >= threshold:
+            break
+        run += 1
+    return run
+
+
+def iaa_summary(
+    task_id: str, items: Sequence[tuple[str, DoubleAnnotation]], settings: IAASettings
+) -> dict[str, Any]:
+    """Everything known about one task: last-window kappa, rolling series, trigger, audit."""
+    a = [ann.label_a for _, ann in items]
+    b = [ann.label_b for _, ann in items]
+    size = min(settings.window, len(a))
+    last_a, last_b = a[-size:], b[-size:]
+    kappa = kappa_or_none(last_a, last_b) if size else None
+    series = rolling_kappa(a, b, window=settings.window)
+    triggered = mini_review_triggered(
+        a, b, window=settings.window, min_disagreements=settings.mini_review_min_disagreements
+    )
+    threshold = settings.thresholds[task_id]  # type: ignore[index]
+    return {
+        "task_id": task_id,
+        "n_items": len(a),
+        "window": size,
+        "kappa_rolling_10": kappa,
+        "kappa_undefined_reason": None if kappa is not None or not size else "single label",
+        "rolling_kappas": series,
+        "disagreement_rate": (sum(disagreements(last_a, last_b)) / size) if size else 0.0,
+        "triggered_mini_review": triggered,
+        "threshold": threshold,
+        "below_threshold": kappa is not None and kappa < threshold,
+        "consecutive_windows_below": consecutive_below(series, threshold),
+        "contested_points": contested_points(items, triggered=triggered),
+    }
+
+
+def iaa_report(
+    task_id: str, items: Sequence[tuple[str, DoubleAnnotation]], settings: IAASettings
+) -> IAAReport | None:
+    """Build the §8.2 :class:`IAAReport` of one task.
+
+    ``None`` when kappa is undefined or there are no items (:func:`iaa_summary` says why).
+    """
+    s = iaa_summary(task_id, items, settings)
+    if s["kappa_rolling_10"] is None:
+        return None
+    return IAAReport(
+        task_id=task_id,  # type: ignore[arg-type]
+        kappa_rolling_10=s["kappa_rolling_10"],
+        disagreement_rate=s["disagreement_rate"],
+        triggered_mini_review=s["triggered_mini_review"],
+        contested_points=s["contested_points"],
+    )

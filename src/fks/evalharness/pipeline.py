@@ -1,0 +1,151 @@
+"""File-level entry point of ``fks harness score``: read, validate, score, write.
+
+Inputs (see ``README.md`` in this package for an example):
+
+* ``--cases F``: JSONL, one :class:`~fks.evalharness.inputs.CaseRecord` per line
+  (``{"case_id", "result": {...six S fields...}, "harness": {...}}``); case ids unique.
+* ``--gold G``: JSONL, one :class:`~fks.evalharness.inputs.GoldRecord` per line, in annotation
+  order; case ids unique. Every case id of the cases file must have a gold row.
+* ``--baseline REPORT`` (optional): a ``batch_report.json`` written by an earlier run.
+
+Outputs in ``--out DIR`` (each written atomically):
+
+* ``batch_report.json`` -- the §8.2 :class:`~fks.evalharness.schema.BatchReport`;
+* ``case_scores.jsonl`` -- one :class:`~fks.evalharness.schema.CaseScore` per case;
+* ``harness_details.json`` -- diagnostics: splits, case percentiles, cross-bucket table, D5
+  confusion matrices, D6 label weights, D7 rho and base rates, IAA summaries, the config;
+* ``harness_report.html`` -- the self-contained HTML section (standalone page).
+
+Any bad input raises :class:`~fks.errors.FksInputError` naming the file, the line and the
+pydantic field path (``result.causal_graph.edges.0.target``), which the CLI turns into exit 2.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from fks.errors import FksInputError
+from fks.evalharness.config import HarnessConfig, load_harness_config
+from fks.evalharness.inputs import CaseRecord, GoldRecord
+from fks.evalharness.report import render_html_page
+from fks.evalharness.schema import BatchReport
+from fks.evalharness.scoring import CaseNotScorable, EmptySplit, HarnessResult, score_batch
+from fks.io import atomic_write_json, atomic_write_jsonl, atomic_write_text, iter_jsonl, read_json
+
+__all__ = ["OutputPaths", "load_cases", "load_gold", "load_baseline", "run_score"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class OutputPaths:
+    """Where :func:`run_score` wrote its files."""
+
+    batch_report: Path
+    case_scores: Path
+    details: Path
+    html: Path
+
+
+def _unique(path: Path, model: type[CaseRecord] | type[GoldRecord]) -> tuple[list, dict[str, int]]:
+    records, lines = [], {}
+    for line, rec in iter_jsonl(path, model):
+        if rec.case_id in lines:  # type: ignore[union-attr]
+            raise FksInputError(
+                f"duplicate case_id {rec.case_id!r} (first on line {lines[rec.case_id]})",  # type: ignore[union-attr]
+                path=path,
+                line=line,
+                field="case_id",
+            )
+        lines[rec.case_id] = line  # type: ignore[union-attr]
+        records.append(rec)
+    return records, lines
+
+
+def load_cases(path: str | Path) -> tuple[dict[str, CaseRecord], dict[str, int]]:
+    """Read the cases file: ``({case_id: record}, {case_id: line})``."""
+    records, lines = _unique(Path(path), CaseRecord)
+    return {r.case_id: r for r in records}, lines
+
+
+def load_gold(path: str | Path) -> tuple[list[GoldRecord], dict[str, int]]:
+    """Read the gold file, in file order: ``([records], {case_id: line})``."""
+    return _unique(Path(path), GoldRecord)
+
+
+def load_baseline(path: str | Path) -> BatchReport:
+    """Read and validate a baseline ``batch_report.json``."""
+    data = read_json(path)
+    try:
+        return BatchReport.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(x) for x in first.get("loc", ())) or None
+        raise FksInputError(first.get("msg", "invalid value"), path=path, field=field) from None
+
+
+def run_score(
+    cases_path: str | Path,
+    gold_path: str | Path,
+    out_dir: str | Path,
+    *,
+    baseline_path: str | Path | None = None,
+    split: str = "test",
+    config: HarnessConfig | None = None,
+) -> tuple[HarnessResult, OutputPaths]:
+    """Score ``cases_path`` against ``gold_path`` for ``split`` and write the four outputs.
+
+    Raises:
+        FksInputError: a malformed row (file, line, field), a duplicate or unknown case id, a bad
+            baseline, no gold case in ``split``, or a case whose gold annotates no dimension.
+    """
+    cfg = config or load_harness_config()
+    cases, case_lines = load_cases(cases_path)
+    golds, gold_lines = load_gold(gold_path)
+    unknown = [cid for cid in cases if cid not in gold_lines]
+    if unknown:
+        cid = unknown[0]
+        raise FksInputError(
+            f"case {cid!r} has no gold row in {gold_path}",
+            path=cases_path,
+            line=case_lines[cid],
+            field="case_id",
+        )
+    if cfg.split.force_anchor_placement:
+        anchors = [g.case_id for g in golds if g.self_annotated_anchor]
+        want = sum(cfg.split.anchor_counts.values())
+        if len(anchors) != want:
+            raise FksInputError(
+                f"forced anchor placement needs {want} self-annotated anchor cases "
+                f"({cfg.split.anchor_counts}); found {len(anchors)}",
+                path=gold_path,
+                field="self_annotated_anchor",
+            )
+    baseline = load_baseline(baseline_path) if baseline_path is not None else None
+    try:
+        result = score_batch(cases, golds, cfg, split=split, baseline=baseline)
+    except CaseNotScorable as exc:
+        raise FksInputError(
+            str(exc), path=gold_path, line=gold_lines[exc.case_id], field="case_id"
+        ) from None
+    except EmptySplit as exc:
+        raise FksInputError(str(exc), path=gold_path) from None
+    out = Path(out_dir)
+    paths = OutputPaths(
+        batch_report=out / "batch_report.json",
+        case_scores=out / "case_scores.jsonl",
+        details=out / "harness_details.json",
+        html=out / "harness_report.html",
+    )
+    atomic_write_json(paths.batch_report, result.report.model_dump(mode="json"))
+    atomic_write_jsonl(paths.case_scores, result.case_scores)
+    atomic_write_json(paths.details, result.details)
+    atomic_write_text(
+        paths.html, render_html_page(result, percentile_min_cases=cfg.percentile_min_cases)
+    )
+    log.info("harness report for split %s written to %s", split, out)
+    return result, paths

@@ -1,0 +1,316 @@
+"""Score a batch: split, per-case dimensions, aggregation, IAA, degradation -> BatchReport.
+
+:func:`score_batch` only composes the pieces of the other modules:
+
+1. :func:`~fks.evalharness.split.assign_splits` over every gold case (bucket-uniform holdout,
+   optional anchor placement), then keep the cases of the requested split;
+2. :func:`batch_context` -- the batch quantities the per-case formulas need (D6 label weights,
+   D7 coupling rho per bucket, D7 base-rate check);
+3. the eleven dimension functions per case and the §2 case score;
+4. within-bucket percentiles and bandwidths, bucket reports;
+5. §5 IAA reports over all gold rows (annotation quality does not depend on the split), and
+   the per-bucket ``annotation_low`` check;
+6. §6 degradation flags against an optional baseline report.
+
+A case of the gold file without a prediction is scored as an empty prediction (so leaving a
+case out never helps) and listed in ``details["missing_predictions"]``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fks.evalharness import aggregate, gaming, iaa
+from fks.evalharness.components import frequency_tier_weights, norm_set, rank_correlation
+from fks.evalharness.config import BUCKET_LABELS, IAA_TASKS, HarnessConfig
+from fks.evalharness.degradation import degradation_flags
+from fks.evalharness.dimensions import DIMENSIONS, BatchContext, DimensionResult
+from fks.evalharness.inputs import CaseRecord, DoubleAnnotation, GoldRecord
+from fks.evalharness.schema import BatchReport, BucketReport, CaseScore, DimensionScore
+from fks.evalharness.split import assign_splits
+from fks.log import track
+from fks.text import normalize
+
+__all__ = [
+    "CaseNotScorable",
+    "EmptySplit",
+    "HarnessResult",
+    "batch_context",
+    "score_case",
+    "score_batch",
+]
+
+log = logging.getLogger(__name__)
+
+
+class CaseNotScorable(ValueError):
+    """No weighted dimension of a case could be computed (its gold annotates none)."""
+
+    def __init__(self, case_id: str, reasons: list[str]) -> None:
+        self.case_id = case_id
+        super().__init__(
+            f"case {case_id!r}: no weighted dimension could be computed ({', '.join(reasons)})"
+        )
+
+
+class EmptySplit(ValueError):
+    """No gold case falls in the requested split."""
+
+
+@dataclass
+class HarnessResult:
+    """The batch report, the case scores behind it, and diagnostics for the HTML/details."""
+
+    report: BatchReport
+    case_scores: list[CaseScore]
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def batch_context(
+    pairs: Sequence[tuple[CaseRecord, GoldRecord]], cfg: HarnessConfig
+) -> BatchContext:
+    """D6 label weights, D7 per-bucket coupling rho and D7 base-rate verdicts of a batch."""
+    d = cfg.dimensions
+    if d.d6_label_weights:
+        weights = {normalize(k): v for k, v in d.d6_label_weights.items()}
+    else:
+        counts: Counter[str] = Counter()
+        for _, g in pairs:
+            if g.harness.bias_labels is not None:
+                counts.update(norm_set(g.harness.bias_labels.m7a))
+                counts.update(norm_set(g.harness.bias_labels.m7b))
+        weights = frequency_tier_weights(counts, tiers=d.d6_tier_weights) if counts else {}
+    rho: dict[str, float | None] = {}
+    by_bucket: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
+    for p, g in pairs:
+        if g.result.s1 is None or g.result.s1.coupling_strength is None:
+            continue
+        pred_map, gold_map = by_bucket.setdefault(g.bucket_label, ({}, {}))
+        gold_map[g.case_id] = g.result.s1.coupling_strength
+        if p.result.s1 is not None and p.result.s1.coupling_strength is not None:
+            pred_map[g.case_id] = p.result.s1.coupling_strength
+    for bucket, (pred_map, gold_map) in by_bucket.items():
+        rho[bucket] = rank_correlation(pred_map, gold_map)
+    with_s1 = [(p, g) for p, g in pairs if g.result.s1 is not None]
+    rates = gaming.base_rate_check(
+        [set(p.result.s1.s1_mode) if p.result.s1 else set() for p, _ in with_s1],
+        [set(g.result.s1.s1_mode) for _, g in with_s1],  # type: ignore[union-attr]
+        factor=d.d7_base_rate_factor,
+    )
+    exceeded = frozenset(m for m, r in rates.items() if r["exceeded"])
+    return BatchContext(label_weights=weights, coupling_rho=rho, d7_exceeded_modes=exceeded)
+
+
+def score_case(
+    pred: CaseRecord, gold: GoldRecord, cfg: HarnessConfig, ctx: BatchContext
+) -> tuple[dict[str, DimensionResult], float]:
+    """Compute the eleven dimension results of one case and its §2 case score.
+
+    Raises:
+        CaseNotScorable: no dimension with a positive weight was computed.
+    """
+    results = {dim: fn(pred, gold, cfg, ctx) for dim, fn in DIMENSIONS.items()}
+    score = aggregate.aggregate_score(
+        {d: r.value for d, r in results.items()}, cfg.weights_for(gold.bucket_label)
+    )
+    if score is None:
+        raise CaseNotScorable(gold.case_id, sorted({f for r in results.values() for f in r.flags}))
+    return results, score
+
+
+def _annotation_items(golds: Sequence[GoldRecord]) -> dict[str, list[tuple[str, DoubleAnnotation]]]:
+    items: dict[str, list[tuple[str, DoubleAnnotation]]] = {t: [] for t in IAA_TASKS}
+    for g in golds:
+        for ann in g.double_annotations:
+            items[ann.task_id].append((g.case_id, ann))
+    return items
+
+
+def _annotation_low(golds: Sequence[GoldRecord], cfg: HarnessConfig) -> dict[str, list[str]]:
+    """Per bucket, the IAA tasks whose kappa over the bucket's items is below threshold."""
+    low: dict[str, list[str]] = {}
+    by_bucket: dict[str, list[GoldRecord]] = {}
+    for g in golds:
+        by_bucket.setdefault(g.bucket_label, []).append(g)
+    for bucket, members in by_bucket.items():
+        for task, items in _annotation_items(members).items():
+            if len(items) < 2:
+                continue
+            kappa = iaa.kappa_or_none([a.label_a for _, a in items], [a.label_b for _, a in items])
+            if kappa is not None and kappa < cfg.iaa.thresholds[task]:  # type: ignore[index]
+                low.setdefault(bucket, []).append(task)
+    return low
+
+
+def _with_percentiles(
+    case_results: list[tuple[GoldRecord, dict[str, DimensionResult], float]],
+    cfg: HarnessConfig,
+    split: str,
+) -> tuple[list[CaseScore], dict[str, dict[str, Any]]]:
+    """Case scores with within-bucket percentiles (+ bandwidth below 30 scores)."""
+    by_bucket: dict[str, list[int]] = {}
+    for k, (g, _, _) in enumerate(case_results):
+        by_bucket.setdefault(g.bucket_label, []).append(k)
+    pct: dict[tuple[int, str], tuple[float, float | None]] = {}
+    case_pct: dict[str, dict[str, Any]] = {}
+    for members in by_bucket.values():
+        for dim in DIMENSIONS:
+            idx = [k for k in members if case_results[k][1][dim].value is not None]
+            values = [case_results[k][1][dim].value for k in idx]
+            got = aggregate.bucket_percentiles(
+                values,
+                cfg.bootstrap,
+                min_cases=cfg.percentile_min_cases,  # type: ignore[arg-type]
+            )
+            pct.update({(k, dim): pb for k, pb in zip(idx, got, strict=True)})
+        scores = [case_results[k][2] for k in members]
+        got = aggregate.bucket_percentiles(
+            scores, cfg.bootstrap, min_cases=cfg.percentile_min_cases
+        )
+        for k, (p, bw) in zip(members, got, strict=True):
+            case_pct[case_results[k][0].case_id] = {"percentile": p, "bandwidth": bw}
+    out = []
+    for k, (g, results, score) in enumerate(case_results):
+        dims = {}
+        for dim, r in results.items():
+            p, bw = pct.get((k, dim), (None, None))
+            base = r.to_score()
+            dims[dim] = DimensionScore(
+                **base.model_dump(exclude={"bucket_percentile", "bandwidth"}),
+                bucket_percentile=p,
+                bandwidth=bw,
+            )
+        out.append(
+            CaseScore(
+                case_id=g.case_id,
+                bucket_label=g.bucket_label,
+                split=split,  # type: ignore[arg-type]
+                dimensions=dims,  # type: ignore[arg-type]
+                aggregate_score=score,
+                iaa_kappa=g.iaa_kappa,
+                ece=results["D6"].components.get("ece"),
+            )
+        )
+    return out, case_pct
+
+
+def _d5_bucket_summary(case_scores: Sequence[CaseScore]) -> dict[str, dict[str, Any]]:
+    """Sum the D5 confusion matrices and the not-applicable FP rate per bucket (§7)."""
+    out: dict[str, dict[str, Any]] = {}
+    for cs in case_scores:
+        d5 = cs.dimensions.get("D5")
+        if d5 is None or "confusion_matrix" not in d5.components:
+            continue
+        m = np.asarray(d5.components["confusion_matrix"], dtype=int)
+        entry = out.setdefault(
+            cs.bucket_label,
+            {"labels": d5.components["confusion_labels"], "matrix": np.zeros_like(m)},
+        )
+        entry["matrix"] = entry["matrix"] + m
+    for entry in out.values():
+        m = entry["matrix"]
+        negatives = int(m[:2].sum())  # gold rows applicable, partial
+        entry["fp_rate"] = float(m[:2, 2].sum() / negatives) if negatives else None
+        entry["matrix"] = m.tolist()
+    return out
+
+
+def score_batch(
+    cases: Mapping[str, CaseRecord],
+    golds: Sequence[GoldRecord],
+    cfg: HarnessConfig,
+    *,
+    split: str = "test",
+    baseline: BatchReport | None = None,
+) -> HarnessResult:
+    """Score the cases of ``split`` and build the §8.2 :class:`BatchReport`.
+
+    Args:
+        cases: predictions by case id (a gold case without one is scored as empty).
+        golds: gold rows, in file (annotation) order; case ids unique.
+        cfg: the harness configuration.
+        split: ``"dev"``, ``"test"`` or ``"holdout"``.
+        baseline: last quarter's report, for §6 degradation flags.
+
+    Raises:
+        EmptySplit: no gold case falls in ``split``.
+        CaseNotScorable: a case's gold annotates no weighted dimension.
+    """
+    anchors = (
+        [g.case_id for g in golds if g.self_annotated_anchor]
+        if cfg.split.force_anchor_placement
+        else None
+    )
+    splits = assign_splits(
+        {g.case_id: g.bucket_label for g in golds},
+        salt=cfg.split.salt,
+        anchors=anchors,
+        anchor_counts=cfg.split.anchor_counts,
+    )
+    selected = [g for g in golds if splits[g.case_id] == split]
+    if not selected:
+        raise EmptySplit(f"no gold case falls in split {split!r} ({len(golds)} cases in all)")
+    missing = [g.case_id for g in selected if g.case_id not in cases]
+    if missing:
+        log.warning(
+            "%d case(s) of split %s have no prediction; scored as empty", len(missing), split
+        )
+    pairs = [(cases.get(g.case_id) or CaseRecord(case_id=g.case_id), g) for g in selected]
+    ctx = batch_context(pairs, cfg)
+    case_results = []
+    for p, g in track(pairs, "scoring cases", total=len(pairs)):
+        results, score = score_case(p, g, cfg, ctx)
+        case_results.append((g, results, score))
+    case_scores, case_pct = _with_percentiles(case_results, cfg, split)
+    low = _annotation_low(golds, cfg)
+    buckets = [b for b in BUCKET_LABELS if any(cs.bucket_label == b for cs in case_scores)]
+    reports: dict[str, BucketReport] = {
+        b: aggregate.bucket_report(
+            b, [c for c in case_scores if c.bucket_label == b], cfg, annotation_low=b in low
+        )
+        for b in buckets
+    }
+    summaries = {
+        task: iaa.iaa_summary(task, items, cfg.iaa)
+        for task, items in _annotation_items(golds).items()
+        if items
+    }
+    iaa_reports = [
+        r
+        for task, items in _annotation_items(golds).items()
+        if items and (r := iaa.iaa_report(task, items, cfg.iaa)) is not None
+    ]
+    flags = degradation_flags(baseline, reports, case_scores, cfg.degradation) if baseline else []
+    report = BatchReport(
+        split=split,  # type: ignore[arg-type]
+        bucket_reports=reports,  # type: ignore[arg-type]
+        degradation_flags=flags,
+        iaa_reports=iaa_reports,
+    )
+    by_bucket_pct: dict[str, list[float]] = {}
+    for cs in case_scores:
+        by_bucket_pct.setdefault(cs.bucket_label, []).append(case_pct[cs.case_id]["percentile"])
+    details = {
+        "split_counts": dict(Counter(splits.values())),
+        "split_counts_by_bucket": {
+            b: dict(Counter(splits[g.case_id] for g in golds if g.bucket_label == b))
+            for b in sorted({g.bucket_label for g in golds})
+        },
+        "missing_predictions": missing,
+        "case_percentiles": case_pct,
+        "cross_bucket_table": aggregate.cross_bucket_table(reports, by_bucket_pct),
+        "annotation_low_tasks": low,
+        "d5_by_bucket": _d5_bucket_summary(case_scores),
+        "d6_label_weights": dict(ctx.label_weights),
+        "d7_coupling_rho": dict(ctx.coupling_rho),
+        "d7_exceeded_modes": sorted(ctx.d7_exceeded_modes),
+        "iaa": summaries,
+        "config": cfg.model_dump(mode="json"),
+    }
+    return HarnessResult(report=report, case_scores=case_scores, details=details)

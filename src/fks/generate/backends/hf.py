@@ -1,0 +1,257 @@
+"""Hugging Face ``transformers`` backend: batched greedy generation under the frozen protocol.
+
+* Model and tokenizer from a local folder or a hub id (``trust_remote_code`` only when asked). A
+  hub id that is neither local nor cached, with the hub unreachable, raises
+  :class:`~fks.errors.FksInputError` with an offline hint.
+* Prompts are tokenised by :func:`fks.generate.prompts.encode_prompt` (cut to ``max_prompt_len``
+  keeping the end), LEFT-padded with an attention mask; position ids follow the mask inside
+  ``generate``, so a prompt's output does not depend on the batch it is in.
+* Greedy (``do_sample=False``, one beam), at most ``max_new_tokens`` new tokens, stop at EOS (the
+  model's generation-config EOS ids, else the tokenizer's). The model's own generation config
+  (sampling defaults, repetition penalties, ...) is NOT used: a clean config is passed.
+* dtype: ``generation.dtype`` (bfloat16) on GPU, float32 on CPU; the dtype used is recorded.
+* Answer = generated tokens before the first EOS. ``answer_logprobs[i]`` is
+  ``log_softmax(logits_i)[token_i]`` from the raw (unprocessed) logits; ``finish_reason`` is
+  ``stop`` when an EOS was generated, ``length`` otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from fks.configs import GenerationConfig
+from fks.errors import FksInputError
+from fks.generate.backends.base import GenerationOutput
+from fks.generate.prompts import encode_prompt
+from fks.io import sha256_file
+
+__all__ = [
+    "HFBackend",
+    "resolve_device",
+    "files_digest",
+    "local_model_dir",
+    "offline_error",
+    "model_file_hashes",
+    "WEIGHT_PATTERNS",
+    "TOKENIZER_FILES",
+]
+
+log = logging.getLogger(__name__)
+
+#: weight files hashed into ``weights_sha256``
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.gguf")
+#: tokenizer files hashed into ``tokenizer_sha256`` (those present)
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "tokenizer.model",
+    "special_tokens_map.json",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "added_tokens.json",
+    "chat_template.jinja",
+)
+
+
+def resolve_device(device: str | None) -> str:
+    """``device`` as given, else ``cuda`` when available, else ``cpu``."""
+    if device:
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def files_digest(files: list[Path]) -> str | None:
+    """sha256 over ``(name, sha256(file))`` of ``files`` sorted by name; None when empty."""
+    if not files:
+        return None
+    h = hashlib.sha256()
+    for p in sorted(files, key=lambda x: x.name):
+        h.update(p.name.encode())
+        h.update(sha256_file(p).encode())
+    return h.hexdigest()
+
+
+def offline_error(model_path: str, exc: BaseException) -> FksInputError:
+    """Build the input error for a model neither in a local folder nor reachable on the hub."""
+    offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return FksInputError(
+        f"cannot load model {model_path!r}: it is not a local folder and the Hugging Face hub "
+        "cannot be reached" + (" (HF_HUB_OFFLINE is set)" if offline else "")
+        + "; download it on a connected machine (huggingface-cli download) and pass the local "
+        f"folder with --model-path ({type(exc).__name__}: {first})",
+        path=model_path,
+        field="model_path",
+    )
+
+
+def local_model_dir(model_path: str, revision: str | None) -> Path | None:
+    """Find the folder holding the model's files: the path itself, or its hub snapshot."""
+    p = Path(model_path)
+    if p.is_dir():
+        return p
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(model_path, revision=revision, local_files_only=True))
+    except Exception:  # not cached as a snapshot; hashes are then unknown
+        return None
+
+
+def model_file_hashes(model_path: str, revision: str | None) -> dict[str, Any]:
+    """``weights_sha256`` (see :data:`WEIGHT_PATTERNS`), ``tokenizer_sha256``, ``weight_files``."""
+    folder = local_model_dir(model_path, revision)
+    weights = [p for pat in WEIGHT_PATTERNS for p in (folder.glob(pat) if folder else [])]
+    tok = [folder / n for n in TOKENIZER_FILES if folder and (folder / n).is_file()]
+    return {
+        "weights_sha256": files_digest(weights),
+        "weight_files": sorted(p.name for p in weights),
+        "tokenizer_sha256": files_digest(tok),
+    }
+
+
+class HFBackend:
+    """Greedy batched generation with ``AutoModelForCausalLM`` (see the module docstring).
+
+    Args:
+        model_path: a local folder or a hub id.
+        generation: the frozen decoding protocol (``configs.models.generation``).
+        device: ``cpu``, ``cuda``, ``cuda:1``, ...; default: cuda when available.
+        trust_remote_code: allow model code from the repository (off unless a flag sets it).
+        revision: hub revision, when loading by id.
+        dtype: override the dtype (default: ``generation.dtype`` on GPU, float32 on CPU).
+    """
+
+    name = "hf"
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        generation: GenerationConfig,
+        device: str | None = None,
+        trust_remote_code: bool = False,
+        revision: str | None = None,
+        dtype: str | None = None,
+    ) -> None:
+        import torch
+        import transformers
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.model_path = str(model_path)
+        self.generation = generation
+        self.device = resolve_device(device)
+        self.dtype = dtype or (generation.dtype if self.device.startswith("cuda") else "float32")
+        self.revision = revision
+        self.trust_remote_code = trust_remote_code
+        self._transformers_version = transformers.__version__
+        torch.manual_seed(generation.seed)
+        kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code, "revision": revision}
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, **kwargs)
+            self.model = AutoModelForCausalLM.from_pretrained(
+                self.model_path, dtype=getattr(torch, self.dtype), **kwargs
+            )
+        except OSError as exc:
+            raise offline_error(self.model_path, exc) from None
+        self.model.to(self.device).eval()
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.eos_ids = self._eos_ids()
+        self._describe: dict[str, Any] | None = None
+
+    def _eos_ids(self) -> list[int]:
+        eos = getattr(self.model.generation_config, "eos_token_id", None)
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        if eos is None:
+            raise FksInputError("the model and tokenizer define no EOS token", path=self.model_path)
+        return [eos] if isinstance(eos, int) else list(eos)
+
+    def _pad_batch(self, encoded: list[list[int]]) -> tuple[Any, Any]:
+        """LEFT-pad token id lists: ``(input_ids, attention_mask)``, both ``(batch, max_len)``."""
+        import torch
+
+        width = max(len(ids) for ids in encoded)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.full((len(encoded), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(encoded), width), dtype=torch.long)
+        for row, seq in enumerate(encoded):
+            ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
+            mask[row, width - len(seq):] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+    def generate(self, prompts: list[str], *, max_new_tokens: int) -> list[GenerationOutput]:
+        """Greedy continuations of ``prompts`` (one output per prompt, in order)."""
+        import torch
+        from transformers import GenerationConfig as HFGenerationConfig
+
+        if not prompts:
+            return []
+        cap = self.generation.max_prompt_len
+        encoded = [encode_prompt(self.tokenizer, p, cap) for p in prompts]
+        input_ids, attention_mask = self._pad_batch([ids for ids, _ in encoded])
+        config = HFGenerationConfig(
+            do_sample=False,
+            num_beams=1,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=self.eos_ids,
+            pad_token_id=self.tokenizer.pad_token_id,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+        with torch.inference_mode():
+            out = self.model.generate(
+                input_ids=input_ids, attention_mask=attention_mask, generation_config=config
+            )
+        new = out.sequences[:, input_ids.shape[1]:].cpu()
+        # (steps, batch, vocab) logits -> (batch, steps) log-prob of the chosen token
+        logits = torch.stack(out.logits, dim=1).float()
+        chosen = torch.log_softmax(logits, dim=-1).gather(-1, new[:, : logits.shape[1], None].to(
+            logits.device)).squeeze(-1).cpu()
+        return [
+            self._output(new[row].tolist(), chosen[row].tolist(), encoded[row])
+            for row in range(len(prompts))
+        ]
+
+    def _output(
+        self, tokens: list[int], logprobs: list[float], encoded: tuple[list[int], bool]
+    ) -> GenerationOutput:
+        """One prompt's output: answer tokens before the first EOS, their log-probs."""
+        eos = set(self.eos_ids)
+        stop = next((i for i, t in enumerate(tokens) if t in eos), None)
+        answer = tokens if stop is None else tokens[:stop]
+        return GenerationOutput(
+            text=self.tokenizer.decode(answer, skip_special_tokens=True),
+            n_prompt_tokens=len(encoded[0]),
+            prompt_truncated=encoded[1],
+            n_generated_tokens=len(answer),
+            answer_logprobs=[float(x) for x in logprobs[: len(answer)]],
+            finish_reason="length" if stop is None else "stop",
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """Model path, weights/tokenizer sha256, dtype, device, transformers version."""
+        if self._describe is None:
+            self._describe = {
+                "backend": self.name,
+                "model_path": self.model_path,
+                "revision": self.revision,
+                **model_file_hashes(self.model_path, self.revision),
+                "dtype": self.dtype,
+                "device": self.device,
+                "trust_remote_code": self.trust_remote_code,
+                "transformers_version": self._transformers_version,
+                "eos_token_ids": self.eos_ids,
+                "pad_token_id": self.tokenizer.pad_token_id,
+                "padding_side": "left",
+                "prompt_truncation": "keep BOS + last max_prompt_len tokens",
+            }
+        return dict(self._describe)

@@ -1,0 +1,233 @@
+"""OpenAI-compatible ``/v1/completions`` backend (vLLM server, TGI, llama.cpp server, ...).
+
+Each prompt is one ``POST {base_url}/v1/completions`` with ``model``, ``prompt``,
+``max_tokens``, ``temperature: 0`` (greedy) and ``logprobs: 1`` when log-probs are wanted. Prompts
+of a batch are sent concurrently (a thread pool of ``concurrency`` workers sharing one
+``httpx.Client``).
+
+Failures are bounded and never drop a prompt:
+
+* retried: HTTP 5xx and 429, timeouts, connection errors, and a malformed body (not JSON, or no
+  ``choices[0].text``); the wait before retry ``k`` (0-based) is
+  ``min(backoff_max, backoff_base * 2**k) * U(0.5, 1.5)`` with ``U`` from a ``random.Random``
+  seeded by ``(seed, prompt)``, so the schedule is reproducible;
+* not retried: other 4xx (a bad request stays bad);
+* after the last attempt the output has ``status`` ``timeout`` (the last failure was a timeout)
+  or ``error``, and ``error`` gives the reason.
+
+Log-probs are taken from ``choices[0].logprobs.token_logprobs`` when the server returns them.
+The API key is read by the caller (e.g. from ``OPENAI_API_KEY``) and sent as a bearer token; it is
+never part of :meth:`OpenAICompletionsBackend.describe`.
+
+Prompt truncation to ``max_prompt_len`` needs the server's tokenizer and is not done here; the
+benchmark's prompts are far shorter than 192 tokens. With ``server_truncation=True`` the request
+carries ``truncate_prompt_tokens`` (a vLLM extension that keeps the last tokens).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+
+from fks.configs import GenerationConfig
+from fks.errors import FksInputError
+from fks.generate.backends.base import GenerationOutput
+
+__all__ = ["OpenAICompletionsBackend", "backoff_delay"]
+
+log = logging.getLogger(__name__)
+
+
+class _Retryable(Exception):
+    """A failure worth retrying; ``kind`` is ``timeout`` or ``error``."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+
+
+class _Fatal(Exception):
+    """A failure that retrying will not fix (e.g. HTTP 400)."""
+
+
+def backoff_delay(attempt: int, rng: random.Random, base: float, cap: float) -> float:
+    """Seconds to wait before retry ``attempt`` (0-based): capped exponential with jitter.
+
+    ``min(cap, base * 2**attempt) * U(0.5, 1.5)``.
+
+    >>> 0.5 <= backoff_delay(0, random.Random(1), 1.0, 8.0) <= 1.5
+    True
+    """
+    return min(cap, base * 2**attempt) * (0.5 + rng.random())
+
+
+def _parse(body: bytes, status_code: int) -> GenerationOutput:
+    """Turn a 200 response body into an output; malformed bodies raise :class:`_Retryable`."""
+    try:
+        data = json.loads(body)
+        choice = data["choices"][0]
+        text = choice["text"]
+        if not isinstance(text, str):
+            raise TypeError("choices[0].text is not a string")
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise _Retryable("error", f"malformed response (HTTP {status_code}): "
+                         f"{type(exc).__name__}: {str(exc)[:120]}") from None
+    lp = choice.get("logprobs") or {}
+    token_lps = lp.get("token_logprobs") if isinstance(lp, dict) else None
+    logprobs = (
+        [float(x) for x in token_lps if x is not None] if isinstance(token_lps, list) else None
+    )
+    usage = data.get("usage") or {}
+    n_gen = usage.get("completion_tokens")
+    if n_gen is None and isinstance(lp, dict) and isinstance(lp.get("tokens"), list):
+        n_gen = len(lp["tokens"])
+    return GenerationOutput(
+        text=text,
+        n_prompt_tokens=usage.get("prompt_tokens"),
+        n_generated_tokens=n_gen,
+        answer_logprobs=logprobs,
+        finish_reason=choice.get("finish_reason"),
+    )
+
+
+class OpenAICompletionsBackend:
+    """Greedy generation through an OpenAI-compatible completions server.
+
+    Args:
+        model_path: the model name the server serves (sent as ``model``).
+        generation: the frozen decoding protocol.
+        base_url: server root, e.g. ``http://127.0.0.1:8000`` (``/v1/completions`` is appended;
+            a trailing ``/v1`` is accepted too).
+        api_key: bearer token (default: the ``OPENAI_API_KEY`` environment variable, if set).
+        concurrency: parallel requests.
+        timeout: seconds per request (connect, read, write).
+        max_retries: retries after the first attempt.
+        backoff_base, backoff_max: the retry wait schedule (seconds), see :func:`backoff_delay`.
+        logprobs: request ``logprobs: 1``.
+        server_truncation: send ``truncate_prompt_tokens = max_prompt_len`` (vLLM servers).
+        seed: seeds the jitter of the retry waits.
+    """
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        generation: GenerationConfig,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        concurrency: int = 8,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        backoff_base: float = 0.5,
+        backoff_max: float = 8.0,
+        logprobs: bool = True,
+        server_truncation: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        if not base_url:
+            raise FksInputError("the openai backend needs --base-url", field="base_url")
+        if concurrency < 1 or max_retries < 0 or timeout <= 0:
+            raise FksInputError(
+                f"need concurrency >= 1, max_retries >= 0, timeout > 0; found {concurrency}, "
+                f"{max_retries}, {timeout}", field="concurrency")
+        root = base_url.rstrip("/")
+        self.url = root + ("/completions" if root.endswith("/v1") else "/v1/completions")
+        self.model = model_path
+        self.generation = generation
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = (backoff_base, backoff_max)
+        self.logprobs = logprobs
+        self.server_truncation = server_truncation
+        self.seed = generation.seed if seed is None else seed
+        if api_key is None:
+            api_key = os.environ.get("OPENAI_API_KEY")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(timeout=httpx.Timeout(timeout), headers=headers,
+                                    limits=httpx.Limits(max_connections=concurrency))
+
+    def _payload(self, prompt: str, max_new_tokens: int) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "prompt": prompt,
+                                "max_tokens": max_new_tokens, "temperature": 0}
+        if self.logprobs:
+            body["logprobs"] = 1
+        if self.server_truncation:
+            body["truncate_prompt_tokens"] = self.generation.max_prompt_len
+        return body
+
+    def _attempt(self, payload: dict[str, Any]) -> GenerationOutput:
+        """One request; raises :class:`_Retryable` or :class:`_Fatal` on failure."""
+        try:
+            resp = self._client.post(self.url, json=payload)
+        except httpx.TimeoutException as exc:
+            raise _Retryable("timeout", f"timed out after {self.timeout:g}s "
+                             f"({type(exc).__name__})") from None
+        except httpx.TransportError as exc:
+            raise _Retryable("error", f"connection error: {type(exc).__name__}: {exc}") from None
+        if resp.status_code >= 500 or resp.status_code == 429:
+            raise _Retryable("error", f"HTTP {resp.status_code}: {resp.text[:160]}")
+        if resp.status_code >= 400:
+            raise _Fatal(f"HTTP {resp.status_code}: {resp.text[:160]}")
+        return _parse(resp.content, resp.status_code)
+
+    def _one(self, prompt: str, max_new_tokens: int) -> GenerationOutput:
+        """Send one prompt with bounded retries; always returns an output."""
+        rng = random.Random(f"{self.seed}:{prompt}")
+        payload = self._payload(prompt, max_new_tokens)
+        last: _Retryable | None = None
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(backoff_delay(attempt - 1, rng, *self.backoff))
+            try:
+                return self._attempt(payload)
+            except _Retryable as exc:
+                last = exc
+                log.debug("attempt %d failed: %s", attempt + 1, exc.reason)
+            except _Fatal as exc:
+                return GenerationOutput(text="", status="error", error=str(exc))
+        assert last is not None
+        return GenerationOutput(
+            text="", status="timeout" if last.kind == "timeout" else "error",
+            error=f"{last.reason} (after {self.max_retries + 1} attempts)",
+        )
+
+    def generate(self, prompts: list[str], *, max_new_tokens: int) -> list[GenerationOutput]:
+        """Greedy continuations of ``prompts``, requested concurrently, returned in order."""
+        if not prompts:
+            return []
+        workers = min(self.concurrency, len(prompts))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(lambda p: self._one(p, max_new_tokens), prompts))
+
+    def describe(self) -> dict[str, Any]:
+        """Server URL, model name and the request/retry settings (never the API key)."""
+        return {
+            "backend": self.name,
+            "model_path": self.model,
+            "url": self.url,
+            "weights_sha256": None,
+            "tokenizer_sha256": None,
+            "dtype": None,
+            "concurrency": self.concurrency,
+            "timeout_s": self.timeout,
+            "max_retries": self.max_retries,
+            "backoff_s": list(self.backoff),
+            "logprobs": self.logprobs,
+            "prompt_truncation": (
+                "server: truncate_prompt_tokens" if self.server_truncation else "none"),
+        }
+
+    def close(self) -> None:
+        """Close the HTTP client."""
+        self._client.close()

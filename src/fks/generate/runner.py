@@ -1,0 +1,530 @@
+"""The resumable generation runner behind ``fks generate`` (README stages V-VI, spec §2.3).
+
+``generate_run`` writes, in the run directory (or ``RUN/shards/shard_i_of_n/`` for a shard):
+
+* ``generations.jsonl`` -- one :class:`~fks.data.schema.GenerationRecord` per selected query,
+  in benchmark order. Records are appended in durable batches (:class:`fks.io.JsonlAppender`:
+  flush + fsync per batch, a torn last line is cut on reopen), so a ``kill -9`` at any moment
+  loses no finished batch and a rerun skips every ``query_id`` already recorded. Failed prompts
+  are kept with ``status`` ``error``/``timeout``, never dropped.
+* ``evaluation_manifest.json`` -- model, backend identity (weights/tokenizer sha256, dtype),
+  decoding config, prompt version, benchmark checksum, seeds, selection, and
+  ``stages.generate`` (times, counts by status, sha256 of ``generations.jsonl``).
+
+Determinism: the query order is the benchmark's, filtered, and batches are fixed slices of that
+order (a partly recorded batch is regenerated whole, writing only its missing rows), so a resumed
+run with the same batch size decodes every prompt in the same batch as an uninterrupted run and
+writes a byte-identical file. With another batch size (or in a shard) a prompt's greedy tokens are
+the same (left padding + masks make the output batch-independent) but its log-probs may differ in
+the last float32 digits (padding changes the order of floating-point sums).
+
+Selection: ``families`` keeps those condition families, then ``limit`` keeps the first N, then
+``shard`` keeps the queries whose fact hashes to it (:func:`shard_of`).
+
+``merge_shards`` joins ``RUN/shards/*/generations.jsonl`` into ``RUN/generations.jsonl`` after
+checking that every selected query is present exactly once and that all shards ran the same
+model, benchmark, decoding config and prompt version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fks import __version__
+from fks.configs import FAMILIES, ConfigSet
+from fks.data.load import Benchmark, load_benchmark
+from fks.data.schema import GenerationRecord, Query
+from fks.errors import FksInputError
+from fks.generate.backends.base import GenerationBackend, GenerationOutput
+from fks.generate.manifest import MANIFEST_NAME, read_run_manifest, update_run_manifest
+from fks.generate.prompts import PROMPT_VERSION, build_prompt
+from fks.io import JsonlAppender, atomic_write_jsonl, iter_jsonl, sha256_file
+from fks.log import progress_bar
+
+__all__ = [
+    "GENERATIONS_NAME",
+    "GenerateSummary",
+    "select_queries",
+    "parse_shard",
+    "shard_of",
+    "shard_dir",
+    "make_record",
+    "generate_run",
+    "merge_shards",
+]
+
+log = logging.getLogger(__name__)
+
+GENERATIONS_NAME = "generations.jsonl"
+#: manifest fields that must agree between a resumed run and the run it continues, and between
+#: the shards of one merge (dotted paths into the manifest)
+IDENTITY_FIELDS = (
+    "model.name",
+    "benchmark.checksum",
+    "generation_config",
+    "prompt_version",
+    "selection.families",
+    "selection.limit",
+    "backend.backend",
+    "backend.weights_sha256",
+    "backend.tokenizer_sha256",
+)
+_SHARD_RE = re.compile(r"^shard_(\d+)_of_(\d+)$")
+
+
+@dataclass
+class GenerateSummary:
+    """What one ``generate_run`` or ``merge_shards`` call did."""
+
+    out_dir: Path
+    n_selected: int
+    n_existing: int
+    n_written: int
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """Every selected query has a record."""
+        return self.n_existing + self.n_written == self.n_selected
+
+
+# ------------------------------------------------------------------------------- selection
+def select_queries(
+    queries: Sequence[Query], *, families: Sequence[str] | None = None, limit: int | None = None
+) -> list[Query]:
+    """Benchmark-order queries of ``families`` (all when None), then the first ``limit``.
+
+    Raises:
+        FksInputError: an unknown family name or a negative limit.
+    """
+    if families:
+        unknown = [f for f in families if f not in FAMILIES]
+        if unknown:
+            raise FksInputError(
+                f"unknown family {unknown[0]!r}; expected some of {', '.join(FAMILIES)}",
+                field="families",
+            )
+        wanted = set(families)
+        queries = [q for q in queries if q.condition_family in wanted]
+    if limit is not None:
+        if limit < 0:
+            raise FksInputError(f"must be >= 0; found {limit}", field="limit")
+        queries = queries[:limit]
+    return list(queries)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """Parse ``"i/n"`` (1-based: ``1/4`` ... ``4/4``) into ``(i, n)``.
+
+    >>> parse_shard("2/4")
+    (2, 4)
+    """
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise FksInputError(f"expected i/n with 1 <= i <= n (e.g. 1/4); found {text!r}",
+                            field="shard")
+    return int(m.group(1)), int(m.group(2))
+
+
+def shard_of(fact_id: str, n: int) -> int:
+    """Return the 1-based shard of a fact: ``int(sha256(fact_id)[:16], 16) % n + 1``.
+
+    Stable across machines and Python runs; all queries of a fact land in the same shard.
+
+    >>> shard_of("fact_000001", 1)
+    1
+    """
+    return int(hashlib.sha256(fact_id.encode("utf-8")).hexdigest()[:16], 16) % n + 1
+
+
+def shard_dir(run_dir: Path, shard: tuple[int, int]) -> Path:
+    """``RUN/shards/shard_i_of_n``."""
+    return Path(run_dir) / "shards" / f"shard_{shard[0]}_of_{shard[1]}"
+
+
+# --------------------------------------------------------------------------------- records
+def make_record(
+    query: Query,
+    output: GenerationOutput,
+    *,
+    model: str,
+    generation_config: dict[str, Any],
+    prompt_version: str = PROMPT_VERSION,
+) -> GenerationRecord:
+    """One ``generations.jsonl`` row: spec §2.3 fields, the query's flags, the backend's output."""
+    return GenerationRecord(
+        model=model,
+        query_id=query.query_id,
+        fact_id=query.fact_id,
+        relation=query.relation,
+        condition_family=query.condition_family,
+        language=query.language,
+        use_for_main_forward=query.use_for_main_forward,
+        use_for_reverse_analysis=query.use_for_reverse_analysis,
+        use_for_recognition_analysis=query.use_for_recognition_analysis,
+        answer_in_subject_surface=query.answer_in_subject_surface,
+        raw_response=output.text if output.status == "ok" else "",
+        generation_config=generation_config,
+        prompt_version=prompt_version,
+        status=output.status,
+        error=output.error,
+        n_prompt_tokens=output.n_prompt_tokens,
+        prompt_truncated=output.prompt_truncated,
+        n_generated_tokens=output.n_generated_tokens,
+        finish_reason=output.finish_reason,
+        answer_logprobs=output.answer_logprobs,
+        variant_id=query.variant_id,
+        target_slot=query.target_slot,
+        is_assisted=query.is_assisted,
+        is_well_posed=query.is_well_posed,
+    )
+
+
+# -------------------------------------------------------------------------------- manifest
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _dig(data: dict[str, Any], dotted: str) -> Any:
+    for key in dotted.split("."):
+        data = data.get(key) if isinstance(data, dict) else None  # type: ignore[assignment]
+    return data
+
+
+def _check_same_identity(
+    old: dict[str, Any], new: dict[str, Any], path: Path, what: str, fields: Sequence[str]
+) -> None:
+    """Raise when manifests ``old`` and ``new`` disagree on one of ``fields`` (dotted paths)."""
+    for name in fields:
+        a, b = _dig(old, name), _dig(new, name)
+        if a != b:
+            raise FksInputError(f"{what}: {a!r} there, {b!r} here", path=path, field=name)
+
+
+def _seed_everything(seed: int) -> None:
+    """Seed Python, numpy and torch (decoding is greedy; this pins anything else random)."""
+    random.seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed % 2**32)
+        import torch
+
+        torch.manual_seed(seed)
+    except ImportError:  # pragma: no cover - numpy/torch are core dependencies
+        pass
+
+
+def _run_sections(
+    *,
+    model: str,
+    model_path: str,
+    bench: Benchmark,
+    configs: ConfigSet,
+    backend: GenerationBackend,
+    families: Sequence[str] | None,
+    limit: int | None,
+    shard: tuple[int, int] | None,
+    n_selected: int,
+) -> dict[str, Any]:
+    """Build the manifest's top-level sections for one run."""
+    desc = backend.describe()
+    gen = configs.models.generation
+    return {
+        "fks_version": __version__,
+        "model": {"name": model, "path": model_path},
+        "weights_sha256": desc.get("weights_sha256"),
+        "tokenizer_sha256": desc.get("tokenizer_sha256"),
+        "backend": desc,
+        "generation_config": generation_config_of(configs, backend),
+        "prompt_version": PROMPT_VERSION,
+        "benchmark": {
+            "path": str(Path(bench.root).resolve()),
+            "checksum": bench.checksum(),
+            "n_facts": len(bench.facts),
+            "n_queries": len(bench.queries),
+        },
+        "seeds": {"generation": gen.seed},
+        "selection": {
+            "families": sorted(families) if families else None,
+            "limit": limit,
+            "shard": list(shard) if shard else None,
+            "shard_rule": "int(sha256(fact_id)[:16], 16) % n + 1",
+            "n_selected": n_selected,
+        },
+    }
+
+
+def generation_config_of(configs: ConfigSet, backend: GenerationBackend) -> dict[str, Any]:
+    """Return the decoding block in force plus ``dtype_used`` (what the backend ran)."""
+    return configs.models.generation.model_dump(mode="json") | {
+        "dtype_used": backend.describe().get("dtype")
+    }
+
+
+# ----------------------------------------------------------------------------------- run
+def _existing_ids(path: Path, selected: dict[str, int], model: str) -> tuple[set[str], Counter]:
+    """Collect the query_ids already in ``path`` (checked: selected, once, same model)."""
+    done: set[str] = set()
+    counts: Counter = Counter()
+    if not path.is_file():
+        return done, counts
+    for line, rec in iter_jsonl(path, GenerationRecord):
+        qid = rec.query_id  # type: ignore[union-attr]
+        if qid not in selected:
+            raise FksInputError(f"{qid} is not in this run's selection (different --families, "
+                                "--limit or --shard than the run being resumed?)",
+                                path=path, line=line, field="query_id")
+        if qid in done:
+            raise FksInputError(f"{qid} is recorded twice", path=path, line=line, field="query_id")
+        if rec.model != model:  # type: ignore[union-attr]
+            raise FksInputError(f"expected model {model!r}, found {rec.model!r}",  # type: ignore[union-attr]
+                                path=path, line=line, field="model")
+        done.add(qid)
+        counts[rec.status] += 1  # type: ignore[union-attr]
+    return done, counts
+
+
+def _pending_batches(
+    selected: list[Query], done: set[str], size: int
+) -> Iterable[tuple[list[Query], list[bool]]]:
+    """Yield the fixed batches ``selected[k*size:(k+1)*size]`` that still lack a record.
+
+    Yields ``(batch, wanted)``: a partly recorded batch is generated whole (``wanted`` marks the
+    rows to write), so every prompt is always decoded in the same batch as in an uninterrupted
+    run with the same batch size: same padding, same floating-point sums, same bytes.
+    """
+    for start in range(0, len(selected), size):
+        batch = selected[start:start + size]
+        wanted = [q.query_id not in done for q in batch]
+        if any(wanted):
+            yield batch, wanted
+
+
+def _generate_batches(
+    batches: list[tuple[list[Query], list[bool]]],
+    *,
+    backend: GenerationBackend,
+    out: JsonlAppender,
+    make: Callable[[Query, GenerationOutput], GenerationRecord],
+    max_new_tokens: int,
+    on_batch: Callable[[int, list[GenerationRecord]], None] | None,
+) -> Counter:
+    """Generate each batch, append its wanted rows durably; returns status counts."""
+    from rich.progress import TextColumn
+
+    counts: Counter = Counter()
+    n_tokens, t0 = 0, time.perf_counter()
+    total = sum(sum(w) for _, w in batches)
+    with progress_bar(TextColumn("{task.fields[tok_s]} tok/s")) as progress:
+        task = progress.add_task("generate", total=total, tok_s="-")
+        for index, (batch, wanted) in enumerate(batches):
+            outputs = backend.generate([build_prompt(q) for q in batch],
+                                       max_new_tokens=max_new_tokens)
+            if len(outputs) != len(batch):
+                raise RuntimeError(f"backend {backend.name} returned {len(outputs)} outputs "
+                                   f"for {len(batch)} prompts")
+            records = [make(q, o) for q, o, w in zip(batch, outputs, wanted, strict=True) if w]
+            out.write_batch(records)
+            counts.update(r.status for r in records)
+            n_tokens += sum(o.n_generated_tokens or 0 for o in outputs)
+            rate = n_tokens / max(time.perf_counter() - t0, 1e-9)
+            progress.update(task, advance=len(records), tok_s=f"{rate:,.0f}")
+            if on_batch is not None:
+                on_batch(index, records)
+    return counts
+
+
+def generate_run(
+    benchmark: str | Path | Benchmark,
+    out_dir: str | Path,
+    *,
+    model: str,
+    model_path: str,
+    configs: ConfigSet,
+    backend: GenerationBackend,
+    families: Sequence[str] | None = None,
+    limit: int | None = None,
+    shard: tuple[int, int] | None = None,
+    batch_size: int = 16,
+    on_batch: Callable[[int, list[GenerationRecord]], None] | None = None,
+) -> GenerateSummary:
+    """Generate (or resume generating) every selected query of ``benchmark`` into ``out_dir``.
+
+    Args:
+        benchmark: a benchmark directory, ``hf[:repo]``, or a loaded :class:`Benchmark`.
+        out_dir: the run directory ``RUN`` (a shard writes under ``RUN/shards/shard_i_of_n``).
+        model: the model name recorded in every row.
+        model_path: where the model came from (recorded in the manifest).
+        configs: configs in force (``models.generation`` is the decoding protocol).
+        backend: a built backend (:func:`fks.generate.backends.make_backend`).
+        families: keep only these condition families (None: all).
+        limit: then keep only the first ``limit`` queries.
+        shard: ``(i, n)``: then keep only queries of facts in shard ``i`` of ``n``.
+        batch_size: prompts per backend call (and per durable append).
+        on_batch: called as ``on_batch(batch_index, records)`` after each batch is on disk.
+
+    Raises:
+        FksInputError: bad selection, or ``out_dir`` holds a run of a different model, benchmark,
+            decoding config, prompt version or selection.
+    """
+    if batch_size < 1:
+        raise FksInputError(f"must be >= 1; found {batch_size}", field="batch_size")
+    bench = benchmark if isinstance(benchmark, Benchmark) else load_benchmark(benchmark)
+    gen = configs.models.generation
+    _seed_everything(gen.seed)
+    selected = select_queries(bench.queries, families=families, limit=limit)
+    if shard is not None:
+        selected = [q for q in selected if shard_of(q.fact_id, shard[1]) == shard[0]]
+    target = shard_dir(Path(out_dir), shard) if shard else Path(out_dir)
+    target.mkdir(parents=True, exist_ok=True)
+    sections = _run_sections(model=model, model_path=model_path, bench=bench, configs=configs,
+                             backend=backend, families=families, limit=limit, shard=shard,
+                             n_selected=len(selected))
+    old = read_run_manifest(target)
+    if "generate" in old["stages"]:  # resuming: it must be the same run
+        _check_same_identity(old, sections, target / MANIFEST_NAME,
+                             "this run directory holds a different run (use a new --out)",
+                             (*IDENTITY_FIELDS, "selection.shard"))
+    gen_path = target / GENERATIONS_NAME
+    started = _now()
+    update_run_manifest(target, sections, stage="generate", stage_info={
+        "status": "running", "last_started_at": started, "batch_size": batch_size,
+        "started_at": _dig(old, "stages.generate.started_at") or started,
+    })
+    gen_cfg = sections["generation_config"]
+
+    def make(q: Query, o: GenerationOutput) -> GenerationRecord:
+        return make_record(q, o, model=model, generation_config=gen_cfg)
+
+    with JsonlAppender(gen_path) as out:
+        if out.repaired_bytes:
+            log.warning("cut a torn last line (%d bytes) from %s", out.repaired_bytes, gen_path)
+        done, counts = _existing_ids(gen_path, {q.query_id: i for i, q in enumerate(selected)},
+                                     model)
+        n_todo = len(selected) - len(done)
+        log.info("%s: %d selected, %d already recorded, %d to generate",
+                 target, len(selected), len(done), n_todo)
+        new_counts = _generate_batches(list(_pending_batches(selected, done, batch_size)),
+                                       backend=backend, out=out, make=make,
+                                       max_new_tokens=gen.max_new_tokens, on_batch=on_batch)
+    counts.update(new_counts)
+    summary = GenerateSummary(target, len(selected), len(done), n_todo, dict(counts))
+    _finish_manifest(target, summary)
+    return summary
+
+
+def _finish_manifest(target: Path, summary: GenerateSummary) -> None:
+    gen_path = target / GENERATIONS_NAME
+    update_run_manifest(target, stage="generate", stage_info={
+        "status": "complete" if summary.complete else "incomplete",
+        "finished_at": _now(),
+        "file": GENERATIONS_NAME,
+        "sha256": sha256_file(gen_path) if gen_path.is_file() else None,
+        "n_records": summary.n_existing + summary.n_written,
+        "n_selected": summary.n_selected,
+        "counts_by_status": {s: summary.counts.get(s, 0) for s in ("ok", "error", "timeout")},
+    })
+
+
+# --------------------------------------------------------------------------------- merge
+def _find_shards(run_dir: Path) -> dict[int, Path]:
+    """``{i: folder}`` of ``RUN/shards/shard_i_of_n``; checks one n and no missing shard."""
+    root = run_dir / "shards"
+    found = [(m, p) for p in sorted(root.glob("shard_*_of_*")) if (m := _SHARD_RE.match(p.name))]
+    if not found:
+        raise FksInputError("no shard folders (shards/shard_i_of_n) to merge", path=root)
+    totals = {int(m.group(2)) for m, _ in found}
+    if len(totals) != 1:
+        raise FksInputError(f"shards of different splits: n = {sorted(totals)}", path=root)
+    n = totals.pop()
+    shards = {int(m.group(1)): p for m, p in found}
+    missing = [i for i in range(1, n + 1) if i not in shards]
+    if missing:
+        raise FksInputError(
+            "missing shard(s) " + ", ".join(f"{i}/{n}" for i in missing), path=root, field="shard")
+    return shards
+
+
+def _listing(ids: list[str], limit: int = 10) -> str:
+    more = f" (+{len(ids) - limit} more)" if len(ids) > limit else ""
+    return ", ".join(ids[:limit]) + more
+
+
+def merge_shards(run_dir: str | Path, *, benchmark: str | Path | None = None) -> GenerateSummary:
+    """Join ``RUN/shards/shard_i_of_n/generations.jsonl`` into ``RUN/generations.jsonl``.
+
+    Checks: every shard 1..n present; their manifests agree on :data:`IDENTITY_FIELDS`; the
+    benchmark (``benchmark`` or the path in the shard manifests) has the recorded checksum;
+    every selected query is recorded exactly once, in the shard its fact hashes to. The output is
+    in benchmark order, written atomically, with a merged manifest.
+
+    Raises:
+        FksInputError: a missing shard, disagreeing manifests, or missing / doubled / unexpected
+            records (listed).
+    """
+    run_dir = Path(run_dir)
+    shards = _find_shards(run_dir)
+    n = len(shards)
+    manifests = {i: read_run_manifest(p) for i, p in shards.items()}
+    first = manifests[1]
+    for i, man in manifests.items():
+        if "generate" not in man["stages"]:
+            raise FksInputError("shard has no run manifest", path=shards[i] / MANIFEST_NAME)
+        _check_same_identity(first, man, shards[i] / MANIFEST_NAME,
+                             f"shard disagrees with shard 1/{n}", IDENTITY_FIELDS)
+    bench = load_benchmark(benchmark or first["benchmark"]["path"])
+    if bench.checksum() != first["benchmark"]["checksum"]:
+        raise FksInputError("benchmark checksum differs from the one the shards ran on",
+                            path=bench.root, field="benchmark.checksum")
+    sel = first["selection"]
+    expected = select_queries(bench.queries, families=sel["families"], limit=sel["limit"])
+    by_id: dict[str, GenerationRecord] = {}
+    doubled, unexpected, misplaced = [], [], []
+    want = {q.query_id: q for q in expected}
+    for i, folder in sorted(shards.items()):
+        path = folder / GENERATIONS_NAME
+        if not path.is_file():
+            continue  # all its queries will be reported missing
+        for _, rec in iter_jsonl(path, GenerationRecord):
+            qid = rec.query_id  # type: ignore[union-attr]
+            if qid in by_id:
+                doubled.append(qid)
+            elif qid not in want:
+                unexpected.append(qid)
+            elif shard_of(want[qid].fact_id, n) != i:
+                misplaced.append(qid)
+            by_id.setdefault(qid, rec)  # type: ignore[arg-type]
+    missing = [q.query_id for q in expected if q.query_id not in by_id]
+    problems = [f"{len(ids)} {what}: {_listing(ids)}" for what, ids in (
+        ("missing", missing), ("recorded twice", doubled), ("not selected", unexpected),
+        ("in the wrong shard", misplaced)) if ids]
+    if problems:
+        raise FksInputError("cannot merge shards: " + "; ".join(problems),
+                            path=run_dir / "shards", field="query_id")
+    records = [by_id[q.query_id] for q in expected]
+    atomic_write_jsonl(run_dir / GENERATIONS_NAME, records)
+    counts = Counter(r.status for r in records)
+    sections = {k: v for k, v in first.items() if k != "stages"}
+    sections["selection"] = {**sel, "shard": None, "n_selected": len(expected),
+                             "merged_from_shards": n}
+    update_run_manifest(run_dir, sections, stage="generate", stage_info={
+        "merged_at": _now(),
+        "shards": [{"shard": f"{i}/{n}", "sha256": manifests[i]["stages"].get("generate", {})
+                    .get("sha256"), "n_records": sum(
+                        1 for q in expected if shard_of(q.fact_id, n) == i)}
+                   for i in sorted(shards)],
+    })
+    summary = GenerateSummary(run_dir, len(expected), 0, len(records), dict(counts))
+    _finish_manifest(run_dir, summary)
+    return summary

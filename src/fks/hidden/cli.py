@@ -1,0 +1,169 @@
+"""``fks extract`` and ``fks jlens``.
+
+Thin wrappers over :mod:`fks.hidden.extract` and :mod:`fks.hidden.jlens`. Model loading is the
+generation backend's, so dtype, device and tokenizer handling match generation.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from fks.errors import FksInputError
+
+log = logging.getLogger("fks")
+
+_LAYERS_HELP = ("Blocks to use: 'all', 'window' (l/(L-1) >= metrics.layer_window_min_frac) or a "
+                "comma list such as '10,12,15'. Layer l = output of decoder block l.")
+
+
+def parse_layers(spec: str, n_layers: int, window_min_frac: float) -> list[int]:
+    """Turn ``all`` / ``window`` / ``"3,5,7"`` into sorted block indices.
+
+    Raises:
+        FksInputError: an unknown word, a non-integer, or an index outside ``0..n_layers-1``.
+    """
+    text = spec.strip().lower()
+    if text == "all":
+        return list(range(n_layers))
+    if text == "window":
+        denom = max(n_layers - 1, 1)
+        return [x for x in range(n_layers) if x / denom >= window_min_frac]
+    try:
+        layers = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise FksInputError(f"expected 'all', 'window' or integers like '3,5'; found {spec!r}",
+                            field="layers") from None
+    bad = [x for x in layers if not 0 <= x < n_layers]
+    if bad or not layers:
+        raise FksInputError(f"layer {bad[0] if bad else spec!r} is outside 0..{n_layers - 1}",
+                            field="layers")
+    return layers
+
+
+def _resolve_model(model: str | None, model_path: str | None) -> tuple[str, str, Any]:
+    """``(name, path, registry entry or None)`` from ``--model`` and ``--model-path``."""
+    from fks.cli import get_configs
+
+    entry = get_configs().models.find(model) if model else None
+    path = model_path or (entry.path if entry else None)
+    if path is None:
+        raise FksInputError(
+            f"model {model!r} is not in the registry; pass --model-path" if model
+            else "pass --model-path (or --model with a registry name)", field="model_path")
+    return model or Path(path).name, path, entry
+
+
+def _load(path: str, *, device: str | None, dtype: str | None, revision: str | None,
+          trust_remote_code: bool) -> Any:
+    from fks.cli import get_configs
+    from fks.generate.backends.hf import HFBackend
+
+    return HFBackend(path, generation=get_configs().models.generation, device=device,
+                     dtype=dtype, revision=revision, trust_remote_code=trust_remote_code)
+
+
+def _check_registry(entry: Any, model: Any) -> None:
+    from fks.hidden.capture import model_dims
+
+    if entry is None:
+        return
+    n_layers, d_model = model_dims(model)
+    for field, want, got in (("n_layers", entry.n_layers, n_layers),
+                             ("d_model", entry.d_model, d_model)):
+        if want != got:
+            raise FksInputError(f"models.yaml says {field}={want} for {entry.name}, the loaded "
+                                f"model has {got}", field=f"models.{entry.name}.{field}")
+
+
+Run = Annotated[Path, typer.Argument(help="Run directory (RUN/hidden or RUN/jlens is written).")]
+BenchmarkOpt = Annotated[str, typer.Option("--benchmark", help="Benchmark directory or hf[:REPO].")]
+ModelPath = Annotated[str | None, typer.Option("--model-path", help="Local folder or hub id.")]
+ModelName = Annotated[str | None, typer.Option("--model", help="Registry name (models.yaml).")]
+Device = Annotated[str | None, typer.Option(help="cpu, cuda, cuda:1 (default: cuda if any).")]
+Revision = Annotated[str | None, typer.Option(help="Hub revision.")]
+Remote = Annotated[bool, typer.Option(help="Allow the model repository's own code.")]
+Overwrite = Annotated[bool, typer.Option(help="Discard an existing store/fit first.")]
+
+
+def extract_cmd(
+    run: Run,
+    benchmark: BenchmarkOpt,
+    model_path: ModelPath = None,
+    model: ModelName = None,
+    layers: Annotated[str, typer.Option(help=_LAYERS_HELP)] = "all",
+    reverse: Annotated[bool, typer.Option(help="Also store reverse-analysis queries.")] = False,
+    recognition: Annotated[bool, typer.Option(help="Also store recognition queries.")] = False,
+    batch_size: Annotated[int, typer.Option(min=1, help="Prompts per forward pass.")] = 16,
+    device: Device = None,
+    dtype: Annotated[str | None, typer.Option(
+        help="Override the dtype (default: generation's, bf16 on GPU, fp32 on CPU).")] = None,
+    revision: Revision = None,
+    trust_remote_code: Remote = False,
+    overwrite: Overwrite = False,
+) -> None:
+    """Store query-end hidden states of every main-forward query (resumable)."""
+    from fks.cli import get_configs
+    from fks.data.load import load_benchmark
+    from fks.hidden.capture import model_dims
+    from fks.hidden.extract import extract_hidden
+
+    configs = get_configs()
+    bench = load_benchmark(benchmark)
+    name, path, entry = _resolve_model(model, model_path)
+    backend = _load(path, device=device, dtype=dtype, revision=revision,
+                    trust_remote_code=trust_remote_code)
+    _check_registry(entry, backend.model)
+    n_layers, _ = model_dims(backend.model)
+    extract_hidden(
+        run, bench, backend.model, backend.tokenizer, model_name=name,
+        layers=parse_layers(layers, n_layers, configs.metrics.layer_window_min_frac),
+        reverse=reverse, recognition=recognition, batch_size=batch_size,
+        max_prompt_len=configs.models.generation.max_prompt_len, overwrite=overwrite,
+        model_info=backend.describe(),
+    )
+
+
+def jlens_cmd(
+    run: Run,
+    benchmark: BenchmarkOpt,
+    model_path: ModelPath = None,
+    model: ModelName = None,
+    n_prompts: Annotated[int, typer.Option(min=1, help="Main queries to average over.")] = 256,
+    seed: Annotated[int, typer.Option(help="Sampling seed.")] = 20260101,
+    layers: Annotated[str, typer.Option(help=_LAYERS_HELP)] = "all",
+    batch_rows: Annotated[int | None, typer.Option(
+        min=1, help="Jacobian rows per backward pass (memory knob; default min(d, 512)).")] = None,
+    device: Device = None,
+    revision: Revision = None,
+    trust_remote_code: Remote = False,
+    overwrite: Overwrite = False,
+) -> None:
+    """Fit the J-Lens transport (spec §7.3) on a stratified, seeded sample of main queries."""
+    from fks.cli import get_configs
+    from fks.data.load import load_benchmark
+    from fks.hidden.capture import model_dims
+    from fks.hidden.jlens import run_jlens
+
+    configs = get_configs()
+    bench = load_benchmark(benchmark)
+    name, path, entry = _resolve_model(model, model_path)
+    backend = _load(path, device=device, dtype="float32", revision=revision,
+                    trust_remote_code=trust_remote_code)
+    _check_registry(entry, backend.model)
+    n_layers, _ = model_dims(backend.model)
+    run_jlens(
+        run, bench, backend.model, backend.tokenizer, model_name=name, n_prompts=n_prompts,
+        seed=seed, layers=parse_layers(layers, n_layers, configs.metrics.layer_window_min_frac),
+        batch_rows=batch_rows, max_prompt_len=configs.models.generation.max_prompt_len,
+        overwrite=overwrite, model_info=backend.describe(),
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add this stage's commands to ``app``."""
+    app.command("extract")(extract_cmd)
+    app.command("jlens")(jlens_cmd)

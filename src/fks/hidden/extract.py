@@ -1,0 +1,317 @@
+"""``fks extract``: query-end hidden states of every main-forward query (spec §2.4, §7.2, §15).
+
+The prompt is exactly the one generation saw: :func:`fks.generate.prompts.build_prompt` for the
+string and :func:`fks.generate.prompts.encode_prompt` for the token ids (the same special tokens
+and the same cut to ``max_prompt_len``). Position ids follow the attention mask as in
+``generate``, so a prompt's states do not depend on the padding side or on its batch.
+
+Which queries: those whose own ``use_for_main_forward`` is true; with ``reverse=True`` /
+``recognition=True`` also those whose ``use_for_reverse_analysis`` /
+``use_for_recognition_analysis`` is true. Rows keep the benchmark file order; the forward
+passes run in batches of similar length (longest first) to waste little on padding.
+
+The work is resumable (:class:`fks.hidden.store.HiddenWriter`) and shows a progress bar.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fks.data.load import Benchmark
+from fks.data.schema import Query
+from fks.errors import FksInputError
+from fks.generate.manifest import update_run_manifest
+from fks.generate.prompts import PROMPT_VERSION, build_prompt, encode_prompt
+from fks.hidden.capture import (
+    QueryEndCapture,
+    last_logits_kwargs,
+    mask_position_ids,
+    model_dims,
+)
+from fks.hidden.store import HIDDEN_DIR, HiddenWriter, check_index, layer_filename
+from fks.io import read_json, sha256_file
+from fks.log import progress_bar
+
+__all__ = [
+    "select_queries",
+    "pad_batch",
+    "plan_batches",
+    "forward_query_end",
+    "ExtractionPlan",
+    "plan_extraction",
+    "open_writer",
+    "extract_hidden",
+]
+
+log = logging.getLogger(__name__)
+
+def select_queries(
+    queries: Sequence[Query], *, reverse: bool = False, recognition: bool = False
+) -> list[Query]:
+    """Select the queries to store, in file order, by each query's own booleans.
+
+    Main-forward always, reverse / recognition analysis when asked; never by family name.
+    """
+    return [
+        q for q in queries
+        if q.use_for_main_forward
+        or (reverse and q.use_for_reverse_analysis)
+        or (recognition and q.use_for_recognition_analysis)
+    ]
+
+
+def plan_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:
+    """Row batches, longest prompts first (stable), so each batch pads little.
+
+    The plan depends only on the lengths and the batch size, so a resumed run replays the
+    same batches.
+    """
+    if batch_size < 1:
+        raise ValueError("batch_size must be >= 1")
+    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int, side: str = "left") -> tuple[Any, Any]:
+    """Pad token-id lists to ``(batch, max_len)`` ``input_ids`` and ``attention_mask``.
+
+    Args:
+        seqs: token ids per prompt.
+        pad_id: the id put in padding slots (masked out, so its value is irrelevant).
+        side: ``left`` (as generation does) or ``right``.
+    """
+    import torch
+
+    if side not in ("left", "right"):
+        raise ValueError(f"padding side must be left or right, not {side!r}")
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), int(pad_id), dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        span = slice(width - len(seq), width) if side == "left" else slice(0, len(seq))
+        ids[row, span] = torch.tensor(list(seq), dtype=torch.long)
+        mask[row, span] = 1
+    return ids, mask
+
+
+def forward_query_end(
+    model: Any, capture: QueryEndCapture, input_ids: Any, attention_mask: Any
+) -> dict[int, np.ndarray]:
+    """One forward pass; the captured layers at each row's last real token.
+
+    Returns:
+        ``{layer: (batch, d) float32 array}``.
+    """
+    import torch
+
+    device = next(model.parameters()).device
+    input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+    with torch.inference_mode():
+        capture.arm()
+        model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=mask_position_ids(attention_mask),
+            use_cache=False,
+            **last_logits_kwargs(model),
+        )
+        states = capture.take()
+    return {layer: t.float().cpu().numpy() for layer, t in states.items()}
+
+
+def _index_row(q: Query, n_tokens: int, truncated: bool) -> dict[str, Any]:
+    return {
+        "query_id": q.query_id,
+        "fact_id": q.fact_id,
+        "relation": q.relation,
+        "condition_family": q.condition_family,
+        "language": q.language,
+        "use_for_main_forward": q.use_for_main_forward,
+        "use_for_reverse_analysis": q.use_for_reverse_analysis,
+        "use_for_recognition_analysis": q.use_for_recognition_analysis,
+        "answer_in_subject_surface": q.answer_in_subject_surface,
+        "n_prompt_tokens": n_tokens,
+        "prompt_truncated": truncated,
+    }
+
+
+def _check_complete(store_dir: Path, identity: dict[str, Any], rows: list[dict]) -> dict | None:
+    """Return the existing complete store's meta when it matches; raise when it differs."""
+    meta_path = store_dir / "meta.json"
+    if not meta_path.is_file():
+        return None
+    meta = read_json(meta_path)
+    check_index(store_dir / "index.jsonl", rows)  # names the first query id that differs
+    for key, want in identity.items():
+        if meta.get(key) != want:
+            raise FksInputError(
+                f"the existing hidden store was made with {key}={meta.get(key)!r}, this run asks "
+                f"for {want!r}; pass --overwrite to replace it", path=meta_path, field=key)
+    return meta
+
+
+def _clear_store(store_dir: Path) -> None:
+    for name in ("meta.json", "progress.json", "index.jsonl"):
+        (store_dir / name).unlink(missing_ok=True)
+    for path in store_dir.glob("layer_*.npy"):
+        path.unlink()
+
+
+@dataclass
+class ExtractionPlan:
+    """What one extraction stores: the queries, their token ids, index rows and identity."""
+
+    queries: list[Query]
+    encoded: list[tuple[list[int], bool]]
+    rows: list[dict[str, Any]]
+    layers: list[int]
+    d_model: int
+    identity: dict[str, Any]
+
+
+def plan_extraction(
+    benchmark: Benchmark,
+    model: Any,
+    tokenizer: Any,
+    *,
+    model_name: str,
+    layers: Sequence[int] | None = None,
+    reverse: bool = False,
+    recognition: bool = False,
+    max_prompt_len: int = 192,
+) -> ExtractionPlan:
+    """Select and tokenise the queries to store and fix the store's identity.
+
+    Raises:
+        FksInputError: no query to store, or a layer out of range.
+    """
+    n_layers, d_model = model_dims(model)
+    layers = list(range(n_layers)) if layers is None else sorted({int(x) for x in layers})
+    bad = [x for x in layers if not 0 <= x < n_layers]
+    if bad:
+        raise FksInputError(f"layer {bad[0]} is outside 0..{n_layers - 1}", field="layers")
+    selected = select_queries(benchmark.queries, reverse=reverse, recognition=recognition)
+    if not selected:
+        raise FksInputError("no query has use_for_main_forward set", path=benchmark.files.queries,
+                            field="use_for_main_forward")
+    encoded = [encode_prompt(tokenizer, build_prompt(q), max_prompt_len) for q in selected]
+    rows = [_index_row(q, len(ids), cut) for q, (ids, cut) in zip(selected, encoded, strict=True)]
+    identity = {
+        "model": model_name,
+        "n_layers": n_layers,
+        "d_model": d_model,
+        "layers": layers,
+        "prompt_version": PROMPT_VERSION,
+        "max_prompt_len": max_prompt_len,
+        "selection": {"main_forward": True, "reverse": reverse, "recognition": recognition},
+        "benchmark_checksum": benchmark.checksum(),
+    }
+    return ExtractionPlan(selected, encoded, rows, layers, d_model, identity)
+
+
+def open_writer(
+    run_dir: str | Path, plan: ExtractionPlan, *, overwrite: bool = False
+) -> HiddenWriter | dict[str, Any]:
+    """Open a writer for ``plan`` (resuming an unfinished store).
+
+    Returns:
+        the writer, or the ``meta.json`` of a complete store that already matches ``plan``.
+
+    Raises:
+        FksInputError: an existing store (complete or not) for other queries or another identity.
+    """
+    store_dir = Path(run_dir) / HIDDEN_DIR
+    if overwrite:
+        _clear_store(store_dir)
+    meta = _check_complete(store_dir, plan.identity, plan.rows)
+    if meta is not None:
+        return meta
+    return HiddenWriter(run_dir, plan.rows, plan.layers, plan.d_model, plan.identity)
+
+
+def extract_hidden(
+    run_dir: str | Path,
+    benchmark: Benchmark,
+    model: Any,
+    tokenizer: Any,
+    *,
+    model_name: str,
+    layers: Sequence[int] | None = None,
+    reverse: bool = False,
+    recognition: bool = False,
+    batch_size: int = 16,
+    max_prompt_len: int = 192,
+    padding_side: str = "left",
+    overwrite: bool = False,
+    model_info: dict[str, Any] | None = None,
+    extra_meta: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Write ``RUN/hidden/`` for ``benchmark`` with ``model`` (resumes an unfinished store).
+
+    Args:
+        run_dir: the run directory.
+        benchmark: the loaded benchmark.
+        model: a Hugging Face causal LM (in eval mode, on its device).
+        tokenizer: its tokenizer.
+        model_name: recorded in ``meta.json`` and the manifest.
+        layers: block indices to store (default: all ``L``).
+        reverse: also store reverse-analysis queries.
+        recognition: also store recognition-analysis queries.
+        batch_size: prompts per forward pass.
+        max_prompt_len: the protocol's prompt cap (``generation.max_prompt_len``).
+        padding_side: ``left`` (as generation) or ``right``; the states are the same.
+        overwrite: discard an existing store (complete or not) first.
+        model_info: extra identity for the manifest (path, hashes, dtype, device).
+        extra_meta: more fields for ``meta.json``.
+
+    Returns:
+        the store's ``meta.json`` content.
+
+    Raises:
+        FksInputError: no query to store, a layer out of range, or an existing store for a
+            different model/benchmark/selection (names the query id or field).
+    """
+    started = time.perf_counter()
+    plan = plan_extraction(benchmark, model, tokenizer, model_name=model_name, layers=layers,
+                           reverse=reverse, recognition=recognition,
+                           max_prompt_len=max_prompt_len)
+    writer = open_writer(run_dir, plan, overwrite=overwrite)
+    if not isinstance(writer, HiddenWriter):
+        log.info("hidden store in %s is already complete (%d rows)", run_dir, len(plan.rows))
+        return writer
+    n_before = writer.n_done
+    if n_before:
+        log.info("resuming extraction: %d of %d rows already written", n_before, len(plan.rows))
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    with QueryEndCapture(model, plan.layers) as capture, progress_bar() as bar:
+        task = bar.add_task("extract", total=len(plan.rows), completed=n_before)
+        for batch in plan_batches([len(ids) for ids, _ in plan.encoded], batch_size):
+            if writer.done[batch].all():
+                continue
+            ids, mask = pad_batch([plan.encoded[i][0] for i in batch], pad_id, padding_side)
+            writer.write(batch, forward_query_end(model, capture, ids, mask))
+            bar.update(task, completed=writer.n_done)
+    meta = writer.finalize({"padding_side": padding_side, "model_info": model_info or {},
+                            **(extra_meta or {})})
+    store_dir = Path(run_dir) / HIDDEN_DIR
+    update_run_manifest(run_dir, stage="extract", stage_info={
+        "model": model_name,
+        "model_info": model_info or {},
+        "n_rows": len(plan.rows),
+        "layers": plan.layers,
+        "prompt_version": PROMPT_VERSION,
+        "meta_sha256": sha256_file(store_dir / "meta.json"),
+        "files": [layer_filename(x) for x in plan.layers],
+        "rows_from_this_pass": len(plan.rows) - n_before,
+        "seconds": round(time.perf_counter() - started, 3),
+    })
+    log.info("wrote %d query-end states x %d layers to %s", len(plan.rows), len(plan.layers),
+             store_dir)
+    return meta

@@ -1,0 +1,454 @@
+"""J-Lens: the mean Jacobian transport of spec §7.3, its fitting, storage and use.
+
+For a prompt ``x`` with last real token ``T``, let ``h^l = h^l_T(x)`` be the output of decoder
+block ``l`` at ``T`` and ``h^L`` the **raw** output of the last block at ``T`` (before the final
+norm; the norm's Jacobian would map most directions to about 0). Then::
+
+    J^l = E_x[ d h^L / d h^l ]      (d x d, row i = gradient of h^L_i)
+    z^l = J^l @ h^l                 (the transported state; no unembedding)
+
+Under causal attention no earlier position depends on position ``T``, so the Jacobian with the
+prefix's states held fixed *is* the full Jacobian. :func:`fit_jlens` uses that:
+
+1. freeze the parameters; run tokens ``0..T-2`` once without gradients and keep the KV cache;
+2. repeat the cache ``B`` times and feed the last token ``B`` times (batch ``B``);
+3. forward hooks add a zero tensor ``delta_l`` (requires grad) to each hooked block's output at
+   the last position; the last block's raw output ``y`` (after its own delta) is captured;
+4. one forward pass, then ``ceil(d / B)`` backward passes: in pass ``k`` copy ``b`` receives
+   the one-hot ``grad_output`` ``e_{kB+b}``, so ``grad(delta_l)[b]`` is row ``kB+b`` of ``J^l``
+   -- for every layer at once (reverse mode: ``d`` vector-Jacobian products give all ``L``
+   Jacobians; forward mode would need ``d * L`` products).
+
+``J^{L-1}`` is therefore exactly the identity. Computation follows the model's dtype and the
+mean is accumulated in float32 (float64 for a float64 model); load the model in float32 --
+in bfloat16 the ``J - I`` part is off by about 1.5 %.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import math
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from fks.data.schema import Query
+from fks.errors import FksInputError
+from fks.generate.prompts import encode_prompt
+from fks.hidden.capture import (
+    block_hidden,
+    decoder_blocks,
+    last_logits_kwargs,
+    model_dims,
+    with_block_hidden,
+)
+from fks.io import atomic_path, atomic_write_json, read_json, sha256_file
+from fks.log import progress_bar
+
+__all__ = [
+    "JLENS_DIR",
+    "fit_jlens",
+    "prompt_jacobians",
+    "sample_jlens_queries",
+    "save_jlens",
+    "load_jlens",
+    "transport",
+    "assert_nontrivial_transport",
+]
+
+log = logging.getLogger(__name__)
+
+JLENS_DIR = "jlens"
+_MANIFEST = "manifest.json"
+
+
+# ------------------------------------------------------------------------------ hooks
+class _DeltaHooks:
+    """Forward hooks adding ``delta[l]`` to block ``l``'s output at the last position.
+
+    ``delta[l]`` is ``(B, 1, d)`` and requires grad; the last block's output there (after its
+    own delta, if any) is kept as ``self.y``, ``(B, d)``.
+    """
+
+    def __init__(self, blocks: Any, deltas: Mapping[int, Any]) -> None:
+        self.blocks, self.deltas, self.y = blocks, deltas, None
+        self._handles: list[Any] = []
+
+    def __enter__(self) -> _DeltaHooks:
+        last = len(self.blocks) - 1
+        for layer in sorted(set(self.deltas) | {last}):
+            self._handles.append(self.blocks[layer].register_forward_hook(self._hook(layer, last)))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+    def _hook(self, layer: int, last: int) -> Any:
+        import torch
+
+        def hook(module: Any, args: tuple, output: Any) -> Any:
+            hidden = block_hidden(output)
+            if layer in self.deltas:
+                end = hidden[:, -1:, :] + self.deltas[layer]
+                hidden = torch.cat([hidden[:, :-1, :], end], dim=1)
+                output = with_block_hidden(output, hidden)
+            if layer == last:
+                self.y = hidden[:, -1, :]
+            return output
+
+        return hook
+
+
+@contextlib.contextmanager
+def _frozen(model: Any) -> Iterator[None]:
+    """Parameters without gradients (restored afterwards), eval mode."""
+    flags = [p.requires_grad for p in model.parameters()]
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p, flag in zip(model.parameters(), flags, strict=True):
+            p.requires_grad_(flag)
+
+
+def _cache_kwarg(model: Any) -> str:
+    """``cache`` (transformers >= 5.x) or ``past_key_values`` (4.x)."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _prefix_cache(model: Any, prefix: Any, copies: int) -> Any:
+    """KV cache of ``prefix`` (``(1, T-1)`` ids) for ``copies`` identical rows, without grads."""
+    import torch
+
+    with torch.no_grad():
+        out = model(input_ids=prefix, use_cache=True, **last_logits_kwargs(model))
+        cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+        if copies > 1 and hasattr(cache, "batch_repeat_interleave"):
+            cache.batch_repeat_interleave(copies)
+        elif copies > 1:  # cache types without the method: run the prefix as ``copies`` rows
+            out = model(input_ids=prefix.expand(copies, -1), use_cache=True,
+                        **last_logits_kwargs(model))
+            cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+    return cache
+
+
+# --------------------------------------------------------------------------- kernels
+def prompt_jacobians(
+    model: Any,
+    ids: Sequence[int],
+    layers: Sequence[int],
+    *,
+    batch_rows: int | None = None,
+    method: Literal["batched", "loop"] = "batched",
+) -> dict[int, Any]:
+    """``{l: d h^L_T / d h^l_T}`` (``(d, d)`` tensors, model dtype) for one prompt.
+
+    Args:
+        model: a causal LM whose parameters are frozen (see :func:`fit_jlens`).
+        ids: the prompt's token ids (last real token = last id).
+        layers: block indices.
+        batch_rows: ``B``, Jacobian rows per backward pass (``batched``; default ``min(d, 512)``).
+        method: ``batched`` -- prefix cache, ``B`` copies of the last token, ``ceil(d/B)``
+            backward passes; ``loop`` -- the reference: the whole prompt, one backward pass
+            per output coordinate (``d`` passes). Both give the same matrices.
+    """
+    import torch
+
+    _, d = model_dims(model)
+    blocks = decoder_blocks(model)
+    device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    tokens = torch.tensor([list(ids)], dtype=torch.long, device=device)
+    T = tokens.shape[1]
+    if method == "loop":
+        B, inputs = 1, {"input_ids": tokens, "use_cache": False}
+    elif method == "batched":
+        B = min(d, batch_rows or 512)
+        inputs = {
+            "input_ids": tokens[:, -1:].expand(B, 1),
+            "position_ids": torch.full((B, 1), T - 1, dtype=torch.long, device=device),
+            "use_cache": True,
+        }
+        if T > 1:
+            inputs[_cache_kwarg(model)] = _prefix_cache(model, tokens[:, :-1], B)
+    else:
+        raise ValueError(f"method must be 'batched' or 'loop', not {method!r}")
+    deltas = {x: torch.zeros(B, 1, d, dtype=dtype, device=device, requires_grad=True)
+              for x in layers}
+    with _DeltaHooks(blocks, deltas) as hooks:
+        model(**inputs, **last_logits_kwargs(model))
+    y, order = hooks.y, list(deltas)
+    out = {x: torch.empty(d, d, dtype=dtype, device=device) for x in layers}
+    n_pass = math.ceil(d / B)
+    for k in range(n_pass):
+        rows = torch.arange(k * B, min((k + 1) * B, d), device=device)
+        grad_out = torch.zeros(B, d, dtype=dtype, device=device)
+        grad_out[torch.arange(len(rows), device=device), rows] = 1
+        grads = torch.autograd.grad(y, [deltas[x] for x in order], grad_outputs=grad_out,
+                                    retain_graph=k < n_pass - 1)
+        for x, g in zip(order, grads, strict=True):
+            out[x][rows] = g[: len(rows), 0, :]
+    return out
+
+
+def fit_jlens(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    layers: Sequence[int] | None = None,
+    *,
+    max_prompt_len: int = 192,
+    batch_rows: int | None = None,
+    method: Literal["batched", "loop"] = "batched",
+) -> dict[int, np.ndarray]:
+    """Mean Jacobian transport over ``prompts`` (spec §7.3): ``{layer: J}``, ``z = J @ h``.
+
+    Args:
+        model: a Hugging Face causal LM (float32 recommended; see the module docstring).
+        tokenizer: its tokenizer; prompts are tokenised exactly as generation does
+            (:func:`fks.generate.prompts.encode_prompt`, cut to ``max_prompt_len``).
+        prompts: prompt strings (from :func:`fks.generate.prompts.build_prompt`).
+        layers: block indices (default: all ``L``; ``J^{L-1}`` is the identity).
+        max_prompt_len: the protocol's prompt cap.
+        batch_rows: Jacobian rows per backward pass (memory knob; default ``min(d, 512)``).
+        method: ``batched`` (default) or the per-coordinate ``loop`` reference.
+
+    Returns:
+        ``{l: (d, d) float32 array}``, the mean over prompts of ``d h^L / d h^l`` at the last
+        prompt token, ``h^L`` the raw last-block output.
+    """
+    import torch
+
+    if not prompts:
+        raise ValueError("fit_jlens needs at least one prompt")
+    n_layers, d = model_dims(model)
+    layers = list(range(n_layers)) if layers is None else [int(x) for x in layers]
+    if any(not 0 <= x < n_layers for x in layers):
+        raise ValueError(f"layers must lie in 0..{n_layers - 1}; got {layers}")
+    dtype = next(model.parameters()).dtype
+    if dtype not in (torch.float32, torch.float64):
+        log.warning("fit_jlens on a %s model: J - I is off by about 1.5 %% in bf16; load the "
+                    "model in float32", dtype)
+    acc_dtype = torch.float64 if dtype == torch.float64 else torch.float32
+    device = next(model.parameters()).device
+    acc = {x: torch.zeros(d, d, dtype=acc_dtype, device=device) for x in layers}
+    with _frozen(model), progress_bar() as bar:
+        task = bar.add_task("j-lens", total=len(prompts))
+        for prompt in prompts:
+            ids, _ = encode_prompt(tokenizer, prompt, max_prompt_len)
+            for x, jac in prompt_jacobians(model, ids, layers, batch_rows=batch_rows,
+                                           method=method).items():
+                acc[x] += jac.to(acc_dtype)
+            bar.advance(task)
+    return {x: (a / len(prompts)).to(torch.float32).cpu().numpy() for x, a in acc.items()}
+
+
+# -------------------------------------------------------------------------- sampling
+def sample_jlens_queries(
+    queries: Sequence[Query], n: int = 256, seed: int = 20260101
+) -> list[Query]:
+    """Draw a fixed, seeded sample of main-forward queries, stratified by (relation, family).
+
+    Strata are visited round-robin (in a seeded order), each contributing its next query (its
+    queries in a seeded order), until ``n`` are drawn: strata get equal shares as far as their
+    sizes allow. Membership is each query's own ``use_for_main_forward``. All of them when
+    there are at most ``n``. The result is sorted by ``query_id``.
+    """
+    rng = np.random.default_rng(seed)
+    strata: dict[tuple[str, str], list[Query]] = {}
+    for q in sorted((q for q in queries if q.use_for_main_forward), key=lambda q: q.query_id):
+        strata.setdefault((q.relation, q.condition_family), []).append(q)
+    keys = sorted(strata)
+    queues = [[strata[k][i] for i in rng.permutation(len(strata[k]))] for k in keys]
+    queues = [queues[i] for i in rng.permutation(len(queues))]
+    picked: list[Query] = []
+    depth = 0
+    while len(picked) < n and any(depth < len(q) for q in queues):
+        picked += [q[depth] for q in queues if depth < len(q)][: n - len(picked)]
+        depth += 1
+    return sorted(picked, key=lambda q: q.query_id)
+
+
+# --------------------------------------------------------------------------- storage
+def _layer_file(layer: int) -> str:
+    return f"layer_{layer:03d}.npy"
+
+
+def save_jlens(
+    run_dir: str | Path, jlens: Mapping[int, np.ndarray], info: Mapping[str, Any]
+) -> Path:
+    """Write ``RUN/jlens/layer_{l:03d}.npy`` (float32 ``(d, d)``) and ``manifest.json`` last.
+
+    ``info`` goes into the manifest (sample ids, n, seconds, model, ...); ``layers``, ``dtype``,
+    ``d_model`` and each file's sha256 are added.
+    """
+    out = Path(run_dir) / JLENS_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    (out / _MANIFEST).unlink(missing_ok=True)  # incomplete until the manifest is back
+    sha = {}
+    for layer, J in sorted(jlens.items()):
+        path = out / _layer_file(layer)
+        with atomic_path(path, suffix=".npy") as tmp:
+            np.save(tmp, np.ascontiguousarray(J, dtype=np.float32), allow_pickle=False)
+        sha[path.name] = sha256_file(path)
+    d = int(next(iter(jlens.values())).shape[0])
+    atomic_write_json(out / _MANIFEST, {
+        **dict(info), "layers": sorted(int(x) for x in jlens), "dtype": "float32", "d_model": d,
+        "transport": "z = J @ h (h a column vector); for row-stacked states Z = H @ J.T",
+        "sha256": sha,
+    })
+    return out
+
+
+def load_jlens(run_dir: str | Path, *, checksums: bool = False) -> dict[int, np.ndarray]:
+    """``{layer: J}`` from ``RUN/jlens/`` (read-only memory maps, float32 ``(d, d)``).
+
+    Raises:
+        FksInputError: the folder or manifest is missing, a file is missing or has the wrong
+            shape/dtype, or (``checksums=True``) a sha256 differs.
+    """
+    folder = Path(run_dir) / JLENS_DIR
+    manifest = read_json(folder / _MANIFEST)
+    layers, d = manifest.get("layers"), manifest.get("d_model")
+    if not isinstance(layers, list) or not layers or not isinstance(d, int):
+        raise FksInputError("manifest needs a non-empty 'layers' list and an integer 'd_model'",
+                            path=folder / _MANIFEST, field="layers")
+    out: dict[int, np.ndarray] = {}
+    for layer in layers:
+        path = folder / _layer_file(int(layer))
+        if not path.is_file():
+            raise FksInputError("J-Lens layer file missing", path=path, field=f"layer {layer}")
+        J = np.load(path, mmap_mode="r", allow_pickle=False)
+        if J.shape != (d, d) or J.dtype != np.float32:
+            raise FksInputError(f"expected float32 {(d, d)}, found {J.dtype} {J.shape}",
+                                path=path, field=f"layer {layer}")
+        if checksums and sha256_file(path) != manifest.get("sha256", {}).get(path.name):
+            raise FksInputError("sha256 differs from manifest.json", path=path, field="sha256")
+        out[int(layer)] = J
+    return out
+
+
+# ------------------------------------------------------------------------- transport
+def transport(h: np.ndarray, J: np.ndarray) -> np.ndarray:
+    """Transport row-stacked states: ``z_i = J @ h_i`` for every row (spec §7.3).
+
+    Args:
+        h: ``(n, d)`` states, one per row (any float dtype; float16 from the store is fine).
+        J: ``(d, d)`` J-Lens matrix of the same layer.
+
+    Returns:
+        ``(n, d)`` float32 array ``(J @ h.T).T == h @ J.T``.
+
+    Example:
+        >>> import numpy as np
+        >>> transport(np.array([[1.0, 0.0]]), np.array([[0.0, 1.0], [2.0, 0.0]]))
+        array([[0., 2.]], dtype=float32)
+    """
+    h = np.asarray(h)
+    J = np.asarray(J)
+    if h.ndim != 2 or J.ndim != 2 or J.shape[0] != J.shape[1] or h.shape[1] != J.shape[1]:
+        raise ValueError(f"transport needs h (n, d) and J (d, d); got {h.shape} and {J.shape}")
+    return h.astype(np.float32, copy=False) @ J.astype(np.float32, copy=False).T
+
+
+def assert_nontrivial_transport(jlens: Mapping[int, np.ndarray], atol: float = 1e-6) -> None:
+    """Refuse a "transported" run whose every ``J`` is within ``atol`` of the identity (§18.5).
+
+    A transport that is the identity everywhere would make J-transported ISS equal Raw-ISS.
+
+    Raises:
+        FksInputError: no matrices, or all of them are (numerically) the identity.
+    """
+    if not jlens:
+        raise FksInputError("no J-Lens matrices: run `fks jlens` or use --transport raw",
+                            field="jlens")
+    for J in jlens.values():
+        eye = np.eye(J.shape[0], dtype=np.float32)
+        if float(np.max(np.abs(np.asarray(J, dtype=np.float32) - eye))) > atol:
+            return
+    raise FksInputError(
+        f"every J-Lens matrix (layers {sorted(jlens)}) is within {atol:g} of the identity, so "
+        "the transport does nothing and 'transported' results would equal raw ones (spec §18.5); "
+        "refit with `fks jlens` or report --transport raw", field="jlens")
+
+
+# ---------------------------------------------------------------------- orchestration
+def run_jlens(
+    run_dir: str | Path,
+    benchmark: Any,
+    model: Any,
+    tokenizer: Any,
+    *,
+    model_name: str,
+    n_prompts: int = 256,
+    seed: int = 20260101,
+    layers: Sequence[int] | None = None,
+    batch_rows: int | None = None,
+    max_prompt_len: int = 192,
+    overwrite: bool = False,
+    model_info: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``fks jlens``: sample main queries, fit :func:`fit_jlens`, write ``RUN/jlens/``.
+
+    An existing complete fit for the same model, layers and sample is kept (its manifest is
+    returned); one for something else needs ``overwrite``.
+
+    Returns:
+        the manifest written (or kept).
+
+    Raises:
+        FksInputError: no main-forward query, a layer out of range, or a different existing fit.
+    """
+    from fks.generate.manifest import update_run_manifest
+    from fks.generate.prompts import PROMPT_VERSION, build_prompt
+
+    started = time.perf_counter()
+    n_layers, d = model_dims(model)
+    layers = list(range(n_layers)) if layers is None else sorted({int(x) for x in layers})
+    if any(not 0 <= x < n_layers for x in layers):
+        raise FksInputError(f"layers must lie in 0..{n_layers - 1}; got {layers}", field="layers")
+    sample = sample_jlens_queries(benchmark.queries, n_prompts, seed)
+    if not sample:
+        raise FksInputError("no query has use_for_main_forward set", path=benchmark.files.queries,
+                            field="use_for_main_forward")
+    identity = {"model": model_name, "layers": layers, "prompt_version": PROMPT_VERSION,
+                "sample_query_ids": [q.query_id for q in sample], "seed": seed,
+                "max_prompt_len": max_prompt_len}
+    existing = Path(run_dir) / JLENS_DIR / _MANIFEST
+    if existing.is_file() and not overwrite:
+        old = read_json(existing)
+        differs = next((k for k, v in identity.items() if old.get(k) != v), None)
+        if differs is None:
+            log.info("J-Lens fit in %s is already complete", existing.parent)
+            return old
+        raise FksInputError(f"an existing J-Lens fit has a different {differs}; pass --overwrite "
+                            "to replace it", path=existing, field=differs)
+    jlens = fit_jlens(model, tokenizer, [build_prompt(q) for q in sample], layers,
+                      max_prompt_len=max_prompt_len, batch_rows=batch_rows)
+    info = {
+        **identity,
+        "n": len(sample),
+        "n_layers": n_layers,
+        "stratified_by": ["relation", "condition_family"],
+        "method": "prefix-cached batched reverse mode",
+        "batch_rows": min(d, batch_rows or 512),
+        "compute_dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+        "h_L": "raw output of the last decoder block (before the final norm), last prompt token",
+        "model_info": dict(model_info or {}),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    out = save_jlens(run_dir, jlens, info)
+    manifest = read_json(out / _MANIFEST)
+    update_run_manifest(run_dir, stage="jlens", stage_info={
+        "model": model_name, "n": len(sample), "layers": layers, "seconds": info["seconds"],
+        "manifest_sha256": sha256_file(out / _MANIFEST),
+    })
+    return manifest

@@ -1,0 +1,222 @@
+r"""Known entities of a relation, and resolving an answer span to one of them.
+
+A lexicon holds the entities that fill one slot of one relation across the whole benchmark
+(every fact's object for forward queries, every fact's subject for reverse ones), with all
+their aliases in every language. It is reference-blind: the gold entity of a fact is in it,
+unmarked, among all the others.
+
+Matching follows :func:`fks.text.find_alias` exactly -- after :func:`fks.text.normalize`, an
+alias in a spaced script must sit on word boundaries (not preceded or followed by a letter,
+digit or underscore, i.e. regex ``\w``), an alias in a CJK script matches as a substring --
+but finds *every* occurrence of *every* alias in one scan over the span (an index by first
+character and length), which is what resolving 44,000 answers against a thousand aliases each
+needs. ``tests/judge/test_lexicon.py`` checks the equivalence with ``find_alias``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from fks.text import has_cjk, normalize
+
+if TYPE_CHECKING:
+    from fks.data.load import Benchmark
+
+__all__ = [
+    "EntityLexicon",
+    "Resolution",
+    "answer_span",
+    "semantic_key",
+    "entity_key",
+    "build_lexicons",
+]
+
+_EDGE_PUNCT = re.compile(r"^[\W_]+|[\W_]+$")
+_SENTENCE_END = re.compile(r"[。！？]|[.!?](?=\s|$)")
+
+
+def semantic_key(text: str) -> str:
+    """Normalised text without leading/trailing punctuation: the string-cluster key.
+
+    >>> semantic_key("  Lyon. ")
+    'lyon'
+    >>> semantic_key("«Zürich»")
+    'zurich'
+    """
+    return _EDGE_PUNCT.sub("", normalize(text))
+
+
+def entity_key(entity_id: str | None, canonical: str) -> str:
+    """Cluster id of an entity: ``ENTITY_<Qid>``, or ``SEMANTIC_<key>`` when it has no Qid."""
+    return f"ENTITY_{entity_id}" if entity_id else f"SEMANTIC_{semantic_key(canonical)}"
+
+
+def answer_span(raw_response: str, extracted_answer: str | None) -> str:
+    r"""Return the core answer span: the scorer's extraction, else the response's first segment.
+
+    The first segment is the first non-blank line, cut at the first sentence end (a CJK
+    full stop/exclamation/question mark, or ``.``/``!``/``?`` followed by a space or the end).
+    A known limitation of this fallback: an abbreviation such as ``St. Louis`` is cut at
+    ``St``; the scorer's extraction, used first, does not have that problem.
+
+    >>> answer_span("Paris. It is in France.\nMore", None)
+    'Paris'
+    >>> answer_span("anything", " Lyon ")
+    'Lyon'
+    """
+    if extracted_answer is not None and extracted_answer.strip():
+        return extracted_answer.strip()
+    for line in raw_response.splitlines():
+        if line.strip():
+            first = line.strip()
+            m = _SENTENCE_END.search(first)
+            return (first[: m.start()] if m else first).strip()
+    return ""
+
+
+def _is_word(ch: str) -> bool:
+    r"""Tell whether ``ch`` is regex ``\w`` (Unicode): alphanumeric or underscore."""
+    return ch.isalnum() or ch == "_"
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """How a span resolves against a lexicon.
+
+    ``kind``: ``entity`` (one entity, ``key``), ``ambiguous_alias`` (the matched alias names
+    several entities; ``text`` is the alias), ``conflict`` (aliases of different entities, i.e.
+    several answers), or ``none``.
+    """
+
+    kind: Literal["entity", "ambiguous_alias", "conflict", "none"]
+    key: str | None = None
+    text: str | None = None
+    keys: frozenset[str] = frozenset()
+
+
+class EntityLexicon:
+    """Entities of one relation slot, indexed for longest-match resolution.
+
+    Args:
+        entities: ``{cluster_key: (canonical label, aliases)}``; aliases in any language.
+
+    >>> lex = EntityLexicon({"ENTITY_Q90": ("Paris", ["Paris", "巴黎"]),
+    ...                      "ENTITY_Q64": ("Berlin", ["Berlin"])})
+    >>> lex.resolve("The answer is 巴黎").key
+    'ENTITY_Q90'
+    >>> lex.resolve("Paris or Berlin").kind
+    'conflict'
+    """
+
+    def __init__(self, entities: Mapping[str, tuple[str, Iterable[str]]]) -> None:
+        self._canonical: dict[str, str] = {}
+        self._aliases: dict[str, tuple[str, ...]] = {}
+        keys_by_alias: dict[str, set[str]] = defaultdict(set)
+        for key, (canonical, aliases) in entities.items():
+            self._canonical[key] = canonical
+            norm = [normalize(a) for a in dict.fromkeys([canonical, *aliases])]
+            self._aliases[key] = tuple(a for a in dict.fromkeys(norm) if a)
+            for a in self._aliases[key]:
+                keys_by_alias[a].add(key)
+        self._keys = {a: frozenset(k) for a, k in keys_by_alias.items()}
+        self._cjk = frozenset(a for a in self._keys if has_cjk(a))
+        self._spaced = frozenset(self._keys) - self._cjk
+        self._cjk_first = self._first_char_index(self._cjk)
+        self._spaced_first = self._first_char_index(self._spaced)
+        self._cache: dict[str, Resolution] = {}
+
+    @staticmethod
+    def _first_char_index(aliases: Iterable[str]) -> dict[str, tuple[int, ...]]:
+        lengths: dict[str, set[int]] = defaultdict(set)
+        for a in aliases:
+            lengths[a[0]].add(len(a))
+        return {ch: tuple(sorted(ls)) for ch, ls in lengths.items()}
+
+    def __len__(self) -> int:
+        return len(self._canonical)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._canonical
+
+    def canonical(self, key: str) -> str:
+        """Return the canonical label of entity ``key``."""
+        return self._canonical[key]
+
+    def aliases(self, key: str) -> tuple[str, ...]:
+        """Return the normalised aliases of entity ``key`` (canonical first)."""
+        return self._aliases[key]
+
+    def find_all(self, text: str, *, normalized: bool = False) -> list[tuple[int, int, str]]:
+        """Every ``(start, end, alias)`` occurrence of a known alias in ``text``.
+
+        Positions refer to the normalised text; the boundary rules are those of
+        :func:`fks.text.find_alias`.
+        """
+        t = text if normalized else normalize(text)
+        n = len(t)
+        found: list[tuple[int, int, str]] = []
+        for i, ch in enumerate(t):
+            for length in self._cjk_first.get(ch, ()):
+                if i + length <= n and (s := t[i : i + length]) in self._cjk:
+                    found.append((i, i + length, s))
+            lengths = self._spaced_first.get(ch)
+            if lengths and (i == 0 or not _is_word(t[i - 1])):
+                for length in lengths:
+                    j = i + length
+                    if j <= n and (j == n or not _is_word(t[j])):
+                        s = t[i:j]
+                        if s in self._spaced:
+                            found.append((i, j, s))
+        return found
+
+    def resolve(self, text: str) -> Resolution:
+        """Resolve a span: longest non-overlapping alias matches, then their entities.
+
+        Longer matches win over shorter ones they overlap (``New York City`` over ``York``).
+        The kept matches resolve to one entity when their entity sets share exactly one
+        entity; to ``ambiguous_alias`` when they share several (one alias naming several
+        entities); to ``conflict`` when they share none (two different answers).
+        """
+        norm = normalize(text)
+        hit = self._cache.get(norm)
+        if hit is None:
+            hit = self._resolve(norm)
+            if len(self._cache) < 1_000_000:
+                self._cache[norm] = hit
+        return hit
+
+    def _resolve(self, norm: str) -> Resolution:
+        matches = sorted(self.find_all(norm, normalized=True), key=lambda m: (m[0] - m[1], m[0]))
+        kept: list[tuple[int, int, str]] = []
+        for m in matches:
+            if all(m[1] <= k[0] or m[0] >= k[1] for k in kept):
+                kept.append(m)
+        if not kept:
+            return Resolution("none")
+        common = frozenset.intersection(*(self._keys[m[2]] for m in kept))
+        if len(common) == 1:
+            return Resolution("entity", key=next(iter(common)), keys=common)
+        if common:
+            first = min(kept)[2]
+            return Resolution("ambiguous_alias", text=first, keys=common)
+        return Resolution("conflict", keys=frozenset().union(*(self._keys[m[2]] for m in kept)))
+
+
+def build_lexicons(benchmark: Benchmark) -> dict[tuple[str, str], EntityLexicon]:
+    """Build one lexicon per ``(relation, slot)`` of a benchmark.
+
+    Slot ``object``: every fact's object of that relation; ``subject``: every fact's subject;
+    each entity with its canonical label and every alias.
+    """
+    tables: dict[tuple[str, str], dict[str, tuple[str, list[str]]]] = defaultdict(dict)
+    for fact in benchmark.facts:
+        rel = fact.relation.relation_id
+        for slot, ent in (("object", fact.object), ("subject", fact.subject)):
+            key = entity_key(ent.entity_id, ent.canonical)
+            canonical, aliases = tables[(rel, slot)].get(key, (ent.canonical, []))
+            tables[(rel, slot)][key] = (canonical, [*aliases, ent.canonical, *ent.aliases])
+    return {k: EntityLexicon(v) for k, v in tables.items()}

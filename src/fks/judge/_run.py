@@ -1,0 +1,236 @@
+"""``fks judge RUN``: read ``RUN/scored.jsonl``, judge every record, write ``RUN/judged.jsonl``.
+
+Every record is judged. Records are grouped per ``(model, fact, analysis group, slot)`` where
+the analysis group comes from the record's own booleans -- ``main`` (``use_for_main_forward``),
+``reverse``, ``recognition``, else ``diagnostic:<family>`` -- so main-condition answers of a
+fact are clustered in one pass and reverse/recognition answers in passes of their own (they
+never enter the main averages). Step one is the judge's (reference-blind), step two is
+:func:`fks.judge.mark_clusters` (reference-aware). The output keeps the input order and every
+input field; ``status`` becomes the §3.1 judge status and the generation status moves to
+``generation_status``. ``RUN/evaluation_manifest.json`` gains ``stages.judge``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fks.data.load import Benchmark, load_benchmark
+from fks.data.schema import Query, ScoredRecord
+from fks.errors import FksInputError
+from fks.generate.manifest import update_run_manifest
+from fks.io import atomic_write_jsonl, iter_jsonl, sha256_file
+from fks.judge._alias import HINT_CLUSTERS
+from fks.judge._correctness import Reference, mark_clusters
+from fks.judge._lexicon import EntityLexicon, answer_span, build_lexicons, entity_key
+from fks.judge._types import REVIEW_REQUIRED, UNPARSEABLE, AnswerGroup, AnswerItem, Judge
+from fks.log import track
+
+__all__ = ["judge_run", "analysis_group", "build_groups", "judge_records", "read_scored"]
+
+log = logging.getLogger(__name__)
+_CHUNK = 256
+
+
+def analysis_group(use_for_main_forward: bool, use_for_reverse_analysis: bool,
+                   use_for_recognition_analysis: bool, condition_family: str) -> str:
+    """Name a record's analysis group from its booleans.
+
+    Returns ``main``, ``reverse``, ``recognition`` or ``diagnostic:<family>``.
+    """
+    if use_for_main_forward:
+        return "main"
+    if use_for_reverse_analysis:
+        return "reverse"
+    if use_for_recognition_analysis:
+        return "recognition"
+    return f"diagnostic:{condition_family}"
+
+
+@dataclass
+class _Grouped:
+    groups: list[AnswerGroup]
+    refs: list[Reference]
+    members: list[list[int]]  # record indices of each group, in item order
+
+
+def _item(rec: ScoredRecord) -> AnswerItem:
+    hint = rec.label if rec.label in HINT_CLUSTERS else None
+    return AnswerItem(
+        query_id=rec.query_id, condition_family=rec.condition_family, language=rec.language,
+        raw_response=rec.raw_response, span=answer_span(rec.raw_response, rec.extracted_answer),
+        hint=hint, generation_ok=rec.status == "ok",
+    )
+
+
+def build_groups(records: list[ScoredRecord], bench: Benchmark,
+                 lexicons: dict[tuple[str, str], EntityLexicon] | None = None) -> _Grouped:
+    """Group records for judging and build each group's gold reference (kept apart)."""
+    lexicons = lexicons if lexicons is not None else build_lexicons(bench)
+    queries = {q.query_id: q for q in bench.queries}
+    by_key: dict[tuple[str, str, str, str], list[int]] = defaultdict(list)
+    for i, rec in enumerate(records):
+        q = queries[rec.query_id]
+        grp = analysis_group(rec.use_for_main_forward, rec.use_for_reverse_analysis,
+                             rec.use_for_recognition_analysis, rec.condition_family)
+        by_key[(rec.model, rec.fact_id, grp, q.target_slot)].append(i)
+    out = _Grouped([], [], [])
+    for (model, fact_id, grp, slot), idx in by_key.items():
+        fact = bench.facts_by_id[fact_id]
+        rel = fact.relation.relation_id
+        qs: list[Query] = [queries[records[i].query_id] for i in idx]
+        anchor = next((q for q in qs if q.condition_family == "anchor"), qs[0])
+        ent, asked = (fact.object, fact.subject) if slot == "object" else (fact.subject,
+                                                                            fact.object)
+        gold = [ent.canonical, *ent.aliases]
+        for q in qs:
+            gold += [q.gold_canonical, *q.gold_aliases]
+        out.groups.append(AnswerGroup(
+            key=(model, fact_id, grp), relation=rel, target_slot=slot,
+            answer_type=fact.answer_type, question=anchor.query,
+            lexicon=lexicons[(rel, slot)], items=tuple(_item(records[i]) for i in idx),
+            mentions=tuple(dict.fromkeys([asked.canonical, *asked.aliases])),
+        ))
+        out.refs.append(Reference(entity_key(ent.entity_id, ent.canonical),
+                                  tuple(dict.fromkeys(gold)), fact.answer_type,
+                                  fact.answer_granularity))
+        out.members.append(idx)
+    return out
+
+
+def _review_reason(cluster_id: str, generation_ok: bool) -> str:
+    if not generation_ok:
+        return "generation_error"
+    if cluster_id == REVIEW_REQUIRED:
+        return "judge_invalid_output"
+    if cluster_id == UNPARSEABLE:
+        return "unparseable_answer"
+    return "ungrounded_correct_cluster"
+
+
+def judge_records(records: list[ScoredRecord], bench: Benchmark, judge: Judge
+                  ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Judge ``records`` (both steps); returns (judged rows in input order, counts).
+
+    Each row is the input record's fields plus ``cluster_id``, ``canonical_meaning``,
+    ``status`` (§3.1), ``confidence``, ``correctness`` (§3.2), ``generation_status``, ``judge``.
+    """
+    grouped = build_groups(records, bench)
+    rows: list[dict[str, Any] | None] = [None] * len(records)
+    counts: Counter[str] = Counter()
+    chunks = range(0, len(grouped.groups), _CHUNK)
+    for start in track(chunks, "judging", total=len(chunks)):
+        part = grouped.groups[start : start + _CHUNK]
+        results = judge.cluster(part)
+        if len(results) != len(part):
+            raise RuntimeError(f"judge {judge.name!r} returned {len(results)} results "
+                               f"for {len(part)} groups")
+        for off, (group, res) in enumerate(zip(part, results, strict=True)):
+            if len(res.assignments) != len(group.items):
+                raise RuntimeError(f"judge {judge.name!r} dropped answers of group {group.key}")
+            gi = start + off
+            verdicts, extra = mark_clusters(group, res, grouped.refs[gi])
+            counts["judge_calls"] += res.attempts
+            counts["ungrounded_clusters"] += extra["ungrounded_clusters"]
+            if res.failure:
+                counts["invalid_output_groups"] += 1
+            for ri, item, a, v in zip(grouped.members[gi], group.items, res.assignments,
+                                      verdicts, strict=True):
+                row = records[ri].model_dump(mode="json")
+                row["generation_status"] = row.pop("status")
+                row.update(cluster_id=a.cluster_id, canonical_meaning=a.canonical_meaning,
+                           status=a.status, confidence=a.confidence, correctness=v,
+                           judge=judge.name)
+                rows[ri] = row
+                if v == "REVIEW_REQUIRED":
+                    counts[f"review:{_review_reason(a.cluster_id, item.generation_ok)}"] += 1
+    assert all(r is not None for r in rows)
+    final: list[dict[str, Any]] = rows  # type: ignore[assignment]
+    summary = _summarise(final, grouped, counts)
+    return final, summary
+
+
+def _summarise(rows: list[dict[str, Any]], grouped: _Grouped, counts: Counter[str]
+               ) -> dict[str, Any]:
+    review = {k.split(":", 1)[1]: n for k, n in sorted(counts.items()) if k.startswith("review:")}
+    per_group: Counter[str] = Counter()
+    for g in grouped.groups:
+        per_group[g.key[2]] += len(g.items)
+    return {
+        "records": len(rows),
+        "groups": len(grouped.groups),
+        "facts": len({g.key[1] for g in grouped.groups}),
+        "records_by_analysis_group": dict(sorted(per_group.items())),
+        "by_status": dict(sorted(Counter(r["status"] for r in rows).items())),
+        "by_correctness": dict(sorted(Counter(r["correctness"] for r in rows).items())),
+        "review_required": sum(review.values()),
+        "review_required_by_reason": review,
+        "invalid_output_groups": counts["invalid_output_groups"],
+        "ungrounded_clusters": counts["ungrounded_clusters"],
+        "judge_calls": counts["judge_calls"],
+    }
+
+
+def read_scored(path: Path, bench: Benchmark) -> list[ScoredRecord]:
+    """Read and check ``scored.jsonl``: schema, query ids known to the benchmark, facts match.
+
+    Raises:
+        FksInputError: naming the file, line and field of the first bad row.
+    """
+    queries = {q.query_id: q for q in bench.queries}
+    seen: dict[tuple[str, str], int] = {}
+    records: list[ScoredRecord] = []
+    for line, rec in iter_jsonl(path, ScoredRecord):
+        assert isinstance(rec, ScoredRecord)
+        q = queries.get(rec.query_id)
+        if q is None:
+            raise FksInputError(f"query {rec.query_id!r} is not in the benchmark "
+                                f"({bench.root})", path=path, line=line, field="query_id")
+        if q.fact_id != rec.fact_id:
+            raise FksInputError(f"expected fact {q.fact_id!r} for {rec.query_id}; found "
+                                f"{rec.fact_id!r}", path=path, line=line, field="fact_id")
+        first = seen.setdefault((rec.model, rec.query_id), line)
+        if first != line:
+            raise FksInputError(f"duplicate query {rec.query_id!r} (first on line {first})",
+                                path=path, line=line, field="query_id")
+        records.append(rec)
+    if not records:
+        raise FksInputError("no scored records", path=path)
+    return records
+
+
+def judge_run(run_dir: str | Path, benchmark: str | Path | Benchmark, judge: Judge
+              ) -> dict[str, Any]:
+    """Judge ``RUN/scored.jsonl`` into ``RUN/judged.jsonl`` and record ``stages.judge``.
+
+    Returns:
+        the ``stages.judge`` manifest entry (judge identity, counts, checksums).
+    """
+    run_dir = Path(run_dir)
+    bench = benchmark if isinstance(benchmark, Benchmark) else load_benchmark(benchmark)
+    scored = run_dir / "scored.jsonl"
+    records = read_scored(scored, bench)
+    rows, counts = judge_records(records, bench, judge)
+    out = run_dir / "judged.jsonl"
+    atomic_write_jsonl(out, rows)
+    desc = judge.describe()
+    info = {
+        "judge": desc,
+        "name": judge.name,
+        "revision": desc.get("revision"),
+        "temperature": desc.get("temperature"),
+        "counts": counts,
+        "output": out.name,
+        "sha256": sha256_file(out),
+        "input": {"file": scored.name, "sha256": sha256_file(scored)},
+        "benchmark": {"root": str(bench.root), "checksum": bench.checksum()},
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    update_run_manifest(run_dir, stage="judge", stage_info=info)
+    log.info("judged %d records (%d review required) -> %s", counts["records"],
+             counts["review_required"], out)
+    return info

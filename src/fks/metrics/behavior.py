@@ -1,0 +1,702 @@
+"""Behavioural stability: BCS, BES and behaviour classes (spec §4-6, §13.1, §16.1, §17.1).
+
+Two layers:
+
+* :func:`compute_bcs_bes` -- the exact kernel of spec §16.1 for one fact's records (same
+  argument order, same result keys). It is the definition the rest is tested against.
+* :func:`fact_behavior` -- the production path: every fact at once, vectorised with numpy
+  (bincounts over ``fact x family`` and ``(fact, cluster) x family``), equal to the kernel to
+  floating-point tolerance. :func:`behavior_summary` aggregates it into the model-level figures
+  and :func:`run_behavior_metrics` writes the ``RUN/metrics/behavioral_*`` files.
+
+Definitions (fact ``f``, family set ``T_f`` = the main families the fact has):
+
+* ``p_{f,t}(a)`` = share of family ``t``'s queries answered in cluster ``a`` (§4.2);
+* ``p_f(a) = mean_{t in T_f} p_{f,t}(a)`` -- every family weighs the same (§4.3);
+* ``BCS_f = max_a p_f(a)``; modal cluster ``a* = argmax``; ties (within 1e-12) go to the
+  lexicographically smallest cluster id. The pseudo-code's ``max(p, key=p.get)`` iterates a
+  *set*, so its choice among exact ties depends on string hashing (``PYTHONHASHSEED``); fks
+  fixes it. Ties need ``BCS <= 0.5``, so with ``tau_b > 0.5`` they never move a fact between
+  behaviour groups;
+* ``BES_f = 1`` when one cluster is observed, else ``1 - H(p_f) / log A_f`` (§5.2).
+
+Behaviour groups at threshold ``tau`` (§6): ``BCS >= tau`` is stable (the spec's ``>=``; a
+slack of 1e-9 keeps a BCS equal to ``tau`` in exact arithmetic from being lost to rounding),
+``BCS < tau`` is ``Unstable``. A stable fact is ``Stable Correct`` when its modal cluster is
+``CORRECT``, ``Stable Wrong`` when it is ``INCORRECT`` (a clear wrong answer, §6.2), and
+``Stable Abstention`` otherwise: modal ``ABSTAIN`` (§6.3) and the other non-answers -- modal
+``AMBIGUOUS`` (MULTIPLE) or ``REVIEW_REQUIRED`` (UNPARSEABLE, or a judge failure) -- so the four
+shares partition the facts and sum to 1 (§6). The summary breaks ``Stable Abstention`` down by
+modal correctness so the strict §6.3 count (modal ``ABSTAIN``) is always visible.
+
+Family membership comes from each record's own ``use_for_main_forward`` intersected with
+``main_families`` (``metrics.yaml``), never a hard-coded list; a missing family is left out of
+``T_f``, never filled with zero.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fks.data.schema import JudgedRecord
+from fks.errors import FksInputError
+from fks.generate.manifest import update_run_manifest
+from fks.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, sha256_file
+
+__all__ = [
+    "GROUPS",
+    "ANCHOR_FAMILY",
+    "compute_bcs_bes",
+    "behavior_group",
+    "behavior_groups",
+    "JudgedColumns",
+    "load_judged",
+    "FactBehavior",
+    "fact_behavior",
+    "readings_for",
+    "behavior_summary",
+    "per_fact_rows",
+    "per_query_rows",
+    "run_behavior_metrics",
+]
+
+log = logging.getLogger(__name__)
+
+GROUPS: tuple[str, ...] = ("Stable Correct", "Stable Wrong", "Stable Abstention", "Unstable")
+_SHARE_KEYS = {"Stable Correct": "scr", "Stable Wrong": "swr", "Stable Abstention": "sar",
+               "Unstable": "ur"}
+#: the unperturbed baseline family of the spec: its correctness is K_m, and the readings with
+#: and without it are both reported (README caveat 4)
+ANCHOR_FAMILY = "anchor"
+STABLE_SLACK = 1e-9
+TIE_TOL = 1e-12
+
+
+# ============================================================================ the §16.1 kernel
+def _get(item: Any, key: str, default: Any = None) -> Any:
+    if isinstance(item, Mapping):
+        return item.get(key, default)
+    return getattr(item, key, default)
+
+
+def compute_bcs_bes(records: Sequence[Any], main_families: Sequence[str]) -> dict[str, Any]:
+    """BCS and BES of one fact, exactly as spec §16.1.
+
+    Args:
+        records: the fact's judged records (mappings or objects) with ``condition_family`` and
+            ``cluster_id``. A record whose ``use_for_main_forward`` is false is skipped (when
+            the field is absent it counts as true, as in the pseudo-code).
+        main_families: families that enter the scores.
+
+    Returns:
+        ``{"bcs", "bes", "modal_cluster", "cluster_distribution", "valid_families"}``.
+
+    Raises:
+        ValueError: no record of a main family ("No valid main-family queries.").
+
+    >>> r = compute_bcs_bes([{"condition_family": "anchor", "cluster_id": "A"},
+    ...                      {"condition_family": "format", "cluster_id": "A"},
+    ...                      {"condition_family": "format", "cluster_id": "B"}],
+    ...                     ["anchor", "format"])
+    >>> r["bcs"], r["modal_cluster"], r["valid_families"]
+    (0.75, 'A', ['anchor', 'format'])
+    """
+    family_cluster_counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    family_totals: dict[str, int] = defaultdict(int)
+    for item in records:
+        family = _get(item, "condition_family")
+        if family not in main_families or not _get(item, "use_for_main_forward", True):
+            continue
+        cluster = _get(item, "cluster_id")
+        family_cluster_counts[family][cluster] += 1
+        family_totals[family] += 1
+    valid_families = sorted(family_totals)
+    if not valid_families:
+        raise ValueError("No valid main-family queries.")
+    clusters = sorted({c for fam in valid_families for c in family_cluster_counts[fam]})
+    p = {
+        c: sum(family_cluster_counts[fam].get(c, 0) / family_totals[fam]
+               for fam in valid_families) / len(valid_families)
+        for c in clusters
+    }
+    top = max(p.values())
+    modal_cluster = next(c for c in clusters if p[c] >= top - TIE_TOL)
+    bcs = p[modal_cluster]
+    positive = [v for v in p.values() if v > 0]
+    if len(positive) == 1:
+        bes = 1.0
+    else:
+        entropy = -sum(v * math.log(v) for v in positive)
+        bes = 1.0 - entropy / math.log(len(positive))
+    return {"bcs": bcs, "bes": bes, "modal_cluster": modal_cluster,
+            "cluster_distribution": p, "valid_families": valid_families}
+
+
+def behavior_group(bcs: float, modal_correctness: str, tau: float) -> str:
+    """Return the §6 behaviour group of one fact (module docstring: the non-answers).
+
+    >>> behavior_group(0.8, "CORRECT", 0.8), behavior_group(0.79, "CORRECT", 0.8)
+    ('Stable Correct', 'Unstable')
+    >>> behavior_group(1.0, "AMBIGUOUS", 0.8)
+    'Stable Abstention'
+    """
+    if bcs < tau - STABLE_SLACK:
+        return "Unstable"
+    if modal_correctness == "CORRECT":
+        return "Stable Correct"
+    if modal_correctness == "INCORRECT":
+        return "Stable Wrong"
+    return "Stable Abstention"
+
+
+def behavior_groups(bcs: np.ndarray, modal_correctness: np.ndarray, tau: float) -> np.ndarray:
+    """Vectorised :func:`behavior_group`: ``(F,)`` floats and labels -> ``(F,)`` group names."""
+    stable = bcs >= tau - STABLE_SLACK
+    mc = np.asarray(modal_correctness, dtype=object)
+    out = np.full(bcs.shape, "Stable Abstention", dtype=object)
+    out[mc == "CORRECT"] = "Stable Correct"
+    out[mc == "INCORRECT"] = "Stable Wrong"
+    out[~stable] = "Unstable"
+    return out
+
+
+# ======================================================================= columnar judged data
+@dataclass
+class JudgedColumns:
+    """Judged records as parallel arrays (one entry per record), for the vectorised path."""
+
+    model: str
+    query_id: np.ndarray
+    fact_id: np.ndarray
+    relation: np.ndarray
+    family: np.ndarray
+    language: np.ndarray
+    cluster_id: np.ndarray
+    status: np.ndarray
+    correctness: np.ndarray
+    main: np.ndarray  # use_for_main_forward
+    reverse: np.ndarray  # use_for_reverse_analysis
+    recognition: np.ndarray  # use_for_recognition_analysis
+    copy: np.ndarray  # answer_in_subject_surface
+    judge: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.query_id)
+
+    @classmethod
+    def from_records(cls, records: Sequence[Any]) -> JudgedColumns:
+        """Build from judged records (mappings or :class:`JudgedRecord`); one model only."""
+        models = {_get(r, "model") for r in records}
+        if len(models) > 1:
+            raise ValueError(f"records of several models: {sorted(map(str, models))}")
+
+        def col(key: str, dtype: Any = object, default: Any = None) -> np.ndarray:
+            return np.array([_get(r, key, default) for r in records], dtype=dtype)
+
+        return cls(
+            model=str(next(iter(models))) if models else "",
+            query_id=col("query_id"), fact_id=col("fact_id"), relation=col("relation"),
+            family=col("condition_family"), language=col("language", default="en"),
+            cluster_id=col("cluster_id"), status=col("status"),
+            correctness=col("correctness"),
+            main=col("use_for_main_forward", bool, False),
+            reverse=col("use_for_reverse_analysis", bool, False),
+            recognition=col("use_for_recognition_analysis", bool, False),
+            copy=col("answer_in_subject_surface", bool, False),
+            judge=tuple(sorted({str(_get(r, "judge", "")) for r in records})),
+        )
+
+
+def load_judged(path: str | Path) -> JudgedColumns:
+    """Read ``judged.jsonl`` (validated) into columns, checking two invariants.
+
+    Raises:
+        FksInputError: a bad row; records of more than one model (a run directory holds one);
+            or two main records of one fact in the same cluster with different correctness
+            (correctness is a property of a cluster, spec §3.2) -- naming file, line, field.
+    """
+    path = Path(path)
+    records: list[JudgedRecord] = []
+    seen_corr: dict[tuple[str, str], tuple[str, int]] = {}
+    for line, rec in iter_jsonl(path, JudgedRecord):
+        assert isinstance(rec, JudgedRecord)
+        if records and rec.model != records[0].model:
+            raise FksInputError(f"a run directory holds one model; found {rec.model!r} after "
+                                f"{records[0].model!r}", path=path, line=line, field="model")
+        if rec.use_for_main_forward:
+            prev = seen_corr.setdefault((rec.fact_id, rec.cluster_id), (rec.correctness, line))
+            if prev[0] != rec.correctness:
+                raise FksInputError(
+                    f"cluster {rec.cluster_id!r} of {rec.fact_id} is {prev[0]} on line "
+                    f"{prev[1]} but {rec.correctness} here", path=path, line=line,
+                    field="correctness")
+        records.append(rec)
+    if not records:
+        raise FksInputError("no judged records", path=path)
+    return JudgedColumns.from_records(records)
+
+
+# ======================================================================= vectorised per fact
+@dataclass
+class FactBehavior:
+    """Per-fact BCS/BES for one family set (one *reading*), all facts at once.
+
+    Attributes (``F`` facts with at least one record of the reading, sorted by id; ``T``
+    families of the reading that occur, sorted; ``G`` distinct (fact, cluster) pairs):
+        families: ``(T,)`` family names.
+        fact_ids: ``(F,)``; relation, copy: ``(F,)`` per-fact attributes.
+        has_family: ``(F, T)`` bool, the fact has records of that family.
+        bcs, bes: ``(F,)`` float; n_clusters: ``(F,)`` int.
+        modal_cluster, modal_correctness: ``(F,)`` object.
+        g_fact, g_cluster, g_p: ``(G,)`` the distributions ``p_f(a)``, grouped by fact and
+            sorted by cluster id within a fact.
+    """
+
+    families: tuple[str, ...]
+    fact_ids: np.ndarray
+    relation: np.ndarray
+    copy: np.ndarray
+    has_family: np.ndarray
+    bcs: np.ndarray
+    bes: np.ndarray
+    n_clusters: np.ndarray
+    modal_cluster: np.ndarray
+    modal_correctness: np.ndarray
+    g_fact: np.ndarray
+    g_cluster: np.ndarray
+    g_p: np.ndarray
+    _starts: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, int))
+
+    def valid_families(self, i: int) -> list[str]:
+        """Families of fact ``i`` (sorted), as the kernel's ``valid_families``."""
+        return [f for f, h in zip(self.families, self.has_family[i], strict=True) if h]
+
+    def distribution(self, i: int) -> dict[str, float]:
+        """``p_f(a)`` of fact ``i``: ``{cluster_id: probability}``."""
+        s = self._starts[i]
+        e = self._starts[i + 1] if i + 1 < len(self._starts) else len(self.g_p)
+        return {str(c): float(p) for c, p in zip(self.g_cluster[s:e], self.g_p[s:e], strict=True)}
+
+    def complete(self, required: Sequence[str]) -> np.ndarray:
+        """``(F,)`` bool: the fact has every family in ``required`` (complete-family, §1.3)."""
+        idx = [self.families.index(f) if f in self.families else -1 for f in required]
+        if any(i < 0 for i in idx):
+            return np.zeros(len(self.fact_ids), dtype=bool)
+        return self.has_family[:, idx].all(axis=1) if idx else np.ones(len(self.fact_ids), bool)
+
+
+def _bcs_bes_arrays(fact: np.ndarray, family: np.ndarray, cluster: np.ndarray,
+                    n_facts: int, n_families: int, n_clusters: int) -> dict[str, np.ndarray]:
+    """Compute §4-5 on integer codes (every fact has >= 1 record).
+
+    Args:
+        fact: ``(N,)`` fact code of each record, 0..n_facts-1.
+        family: ``(N,)`` family code, 0..n_families-1.
+        cluster: ``(N,)`` cluster code, 0..n_clusters-1, in the sorted order of cluster ids
+            (ties go to the smallest code).
+        n_facts: number of facts F.
+        n_families: number of families T.
+        n_clusters: number of distinct cluster ids.
+
+    Returns:
+        has ``(F, T)``; bcs, bes, n_clusters, modal_g ``(F,)``; g_fact, g_cluster, g_p
+        ``(G,)``; starts ``(F,)`` (first g of each fact); g_inv ``(N,)`` (g of each record).
+    """
+    n_ft = np.bincount(fact * n_families + family, minlength=n_facts * n_families)
+    n_ft = n_ft.reshape(n_facts, n_families)
+    has = n_ft > 0
+    n_t = has.sum(axis=1)
+    pair, g_inv = np.unique(fact.astype(np.int64) * n_clusters + cluster, return_inverse=True)
+    g_fact, g_cluster = pair // n_clusters, pair % n_clusters
+    n_g = len(pair)
+    cnt = np.bincount(g_inv * n_families + family, minlength=n_g * n_families)
+    cnt = cnt.reshape(n_g, n_families).astype(float)
+    denom = n_ft[g_fact].astype(float)
+    p_gt = np.divide(cnt, denom, out=np.zeros_like(cnt), where=denom > 0)
+    g_p = p_gt.sum(axis=1) / n_t[g_fact]
+    starts = np.searchsorted(g_fact, np.arange(n_facts))
+    bcs = np.maximum.reduceat(g_p, starts)
+    cand = np.where(g_p >= bcs[g_fact] - TIE_TOL, np.arange(n_g), n_g)
+    modal_g = np.minimum.reduceat(cand, starts)
+    entropy = -np.add.reduceat(g_p * np.log(g_p), starts)
+    n_cl = np.diff(np.append(starts, n_g))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bes = np.where(n_cl == 1, 1.0, 1.0 - entropy / np.log(np.maximum(n_cl, 2)))
+    return {"has": has, "bcs": bcs, "bes": bes, "n_clusters": n_cl, "modal_g": modal_g,
+            "g_fact": g_fact, "g_cluster": g_cluster, "g_p": g_p, "starts": starts,
+            "g_inv": g_inv}
+
+
+def _first_index(codes: np.ndarray, n: int) -> np.ndarray:
+    """Return ``(n,)``: where each code 0..n-1 first occurs in ``codes`` (all must occur)."""
+    values, first = np.unique(codes, return_index=True)
+    if len(values) != n:
+        raise ValueError(f"expected every code 0..{n - 1} to occur; found {len(values)}")
+    return first
+
+
+def fact_behavior(cols: JudgedColumns, families: Sequence[str]) -> FactBehavior:
+    """BCS, BES and modal cluster of every fact for one family set (the production path).
+
+    Records enter when ``use_for_main_forward`` is true *and* their family is in
+    ``families``. Equal to :func:`compute_bcs_bes` per fact (tested).
+
+    Raises:
+        ValueError: no record enters.
+    """
+    mask = cols.main & np.isin(cols.family, list(families))
+    if not mask.any():
+        raise ValueError(f"no main-forward record of families {list(families)}")
+    fam_names, fam = np.unique(cols.family[mask].astype(str), return_inverse=True)
+    fact_names, fact = np.unique(cols.fact_id[mask].astype(str), return_inverse=True)
+    cl_names, cl = np.unique(cols.cluster_id[mask].astype(str), return_inverse=True)
+    core = _bcs_bes_arrays(fact, fam, cl, len(fact_names), len(fam_names), len(cl_names))
+    first_of_g = _first_index(core["g_inv"], len(core["g_p"]))
+    first_of_fact = _first_index(fact, len(fact_names))
+    corr = cols.correctness[mask][first_of_g]
+    return FactBehavior(
+        families=tuple(str(f) for f in fam_names), fact_ids=fact_names,
+        relation=cols.relation[mask][first_of_fact], copy=cols.copy[mask][first_of_fact],
+        has_family=core["has"], bcs=core["bcs"], bes=core["bes"],
+        n_clusters=core["n_clusters"], modal_cluster=cl_names[core["g_cluster"][core["modal_g"]]],
+        modal_correctness=corr[core["modal_g"]], g_fact=core["g_fact"],
+        g_cluster=cl_names[core["g_cluster"]], g_p=core["g_p"], _starts=core["starts"],
+    )
+
+
+def anchor_labels(cols: JudgedColumns, fact_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """K_m per fact: ``(has_anchor, anchor_correct)``, both ``(F,)`` bool.
+
+    A fact's anchor is correct when it has main-forward ``anchor`` records and all of them
+    are ``CORRECT`` (the benchmark holds exactly one per fact).
+    """
+    mask = cols.main & (cols.family == ANCHOR_FAMILY)
+    pos = {f: i for i, f in enumerate(fact_ids)}
+    has = np.zeros(len(fact_ids), dtype=bool)
+    ok = np.ones(len(fact_ids), dtype=bool)
+    for f, c in zip(cols.fact_id[mask], cols.correctness[mask], strict=True):
+        i = pos.get(f)
+        if i is not None:
+            has[i] = True
+            ok[i] &= c == "CORRECT"
+    return has, ok & has
+
+
+def readings_for(main_families: Sequence[str]) -> dict[str, list[str]]:
+    """Return the two readings of README caveat 4: the configured families and the other.
+
+    With ``anchor`` configured, the alternative drops it (``without_anchor``); without it,
+    the alternative adds it (``with_anchor``). The configured reading comes first.
+    """
+    fams = list(dict.fromkeys(main_families))
+    if ANCHOR_FAMILY in fams:
+        alt = [f for f in fams if f != ANCHOR_FAMILY]
+        out = {"with_anchor": fams}
+        if alt:
+            out["without_anchor"] = alt
+        return out
+    return {"without_anchor": fams, "with_anchor": [ANCHOR_FAMILY, *fams]}
+
+
+# ============================================================================ aggregation
+def _tau_key(tau: float) -> str:
+    return f"{tau:g}"
+
+
+def _mean(x: np.ndarray) -> float | None:
+    """Mean, or None (not defined) for an empty selection."""
+    return float(np.mean(x)) if len(x) else None
+
+
+def _group_shares(groups: np.ndarray, modal_correctness: np.ndarray) -> dict[str, Any]:
+    """Count and share (SCR/SWR/SAR/UR, §6) a selection of facts at one threshold."""
+    n = len(groups)
+    counts = {g: int(np.sum(groups == g)) for g in GROUPS}
+    shares = {_SHARE_KEYS[g]: (counts[g] / n if n else None) for g in GROUPS}
+    sa = modal_correctness[groups == "Stable Abstention"]
+    breakdown = {c: int(np.sum(sa == c)) for c in ("ABSTAIN", "AMBIGUOUS", "REVIEW_REQUIRED")}
+    return {**shares, "counts": counts, "stable_abstention_by_modal": breakdown}
+
+
+@dataclass
+class _Facts:
+    """Per-fact inputs of the aggregation for one reading."""
+
+    fb: FactBehavior
+    groups: dict[float, np.ndarray]  # tau -> (F,) group names
+    has_anchor: np.ndarray
+    anchor_ok: np.ndarray
+
+
+def _per_relation(f: _Facts, mask: np.ndarray, tau: float) -> dict[str, dict[str, Any]]:
+    """Per-relation means (BCS, BES, the four shares at ``tau``, anchor accuracy)."""
+    out: dict[str, dict[str, Any]] = {}
+    for rel in sorted(set(f.fb.relation[mask].tolist())):
+        m = mask & (f.fb.relation == rel)
+        g = f.groups[tau][m]
+        out[str(rel)] = {
+            "n_facts": int(m.sum()),
+            "bcs": _mean(f.fb.bcs[m]),
+            "bes": _mean(f.fb.bes[m]),
+            **{_SHARE_KEYS[name]: float(np.mean(g == name)) for name in GROUPS},
+            "n_anchor": int((m & f.has_anchor).sum()),
+            "anchor_accuracy": _mean(f.anchor_ok[m & f.has_anchor]),
+        }
+    return out
+
+
+def _macro(per_rel: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Relation-macro average: every relation weighs the same (None values left out)."""
+    keys = ("bcs", "bes", "scr", "swr", "sar", "ur", "anchor_accuracy")
+    out: dict[str, Any] = {"n_relations": len(per_rel)}
+    for k in keys:
+        vals = [r[k] for r in per_rel.values() if r[k] is not None]
+        out[k] = float(np.mean(vals)) if vals else None
+    return out
+
+
+def _block(f: _Facts, mask: np.ndarray, taus: Sequence[float], tau: float) -> dict[str, Any]:
+    """Every figure of one (reading, coverage, denominator, subset) selection of facts."""
+    by_tau = {_tau_key(t): _group_shares(f.groups[t][mask], f.fb.modal_correctness[mask])
+              for t in taus}
+    per_rel = _per_relation(f, mask, tau)
+    primary = by_tau[_tau_key(tau)]
+    return {
+        "n_facts": int(mask.sum()),
+        "bcs": _mean(f.fb.bcs[mask]),
+        "bes": _mean(f.fb.bes[mask]),
+        **{k: primary[k] for k in ("scr", "swr", "sar", "ur")},
+        "n_anchor": int((mask & f.has_anchor).sum()),
+        "anchor_accuracy": _mean(f.anchor_ok[mask & f.has_anchor]),
+        "by_tau": by_tau,
+        "family_coverage": {fam: int(f.fb.has_family[mask, j].sum())
+                            for j, fam in enumerate(f.fb.families)},
+        "relation_macro": _macro(per_rel),
+        "per_relation": per_rel,
+    }
+
+
+def _reading_summary(f: _Facts, configured: Sequence[str], taus: Sequence[float], tau: float
+                     ) -> dict[str, Any]:
+    """Both coverage modes x both denominators x (all, real, copy) for one reading."""
+    required = list(f.fb.families)
+    n = len(f.fb.fact_ids)
+    coverages = {"complete_family": f.fb.complete(required), "full_set": np.ones(n, bool)}
+    subsets = {"all": np.ones(n, bool), "real": ~f.fb.copy, "copy": f.fb.copy}
+    out: dict[str, Any] = {"families_configured": list(configured),
+                           "families_observed": required, "n_facts_with_records": n}
+    for cov, cmask in coverages.items():
+        out[cov] = {
+            denom: {name: _block(f, cmask & dmask & smask, taus, tau)
+                    for name, smask in subsets.items()}
+            for denom, dmask in (("fixed", np.ones(n, bool)), ("anchored", f.anchor_ok))
+        }
+    return out
+
+
+def _accuracy_block(cols: JudgedColumns, mask: np.ndarray) -> dict[str, Any]:
+    """Accuracy of a non-main analysis group: per query and fact-macro, real/copy split."""
+
+    def one(m: np.ndarray) -> dict[str, Any]:
+        ok = cols.correctness[m] == "CORRECT"
+        facts = cols.fact_id[m]
+        per_fact = defaultdict(list)
+        for fid, o in zip(facts.tolist(), ok.tolist(), strict=True):
+            per_fact[fid].append(o)
+        counts = {str(k): int(v) for k, v in zip(*np.unique(cols.correctness[m].astype(str),
+                                                            return_counts=True), strict=True)}
+        return {"n_queries": int(m.sum()), "n_facts": len(per_fact),
+                "accuracy": _mean(ok.astype(float)),
+                "fact_macro_accuracy": (float(np.mean([np.mean(v) for v in per_fact.values()]))
+                                        if per_fact else None),
+                "correctness_counts": counts}
+
+    return {"all": one(mask), "real": one(mask & ~cols.copy), "copy": one(mask & cols.copy)}
+
+
+def _facts_for(cols: JudgedColumns, families: Sequence[str], taus: Sequence[float]) -> _Facts:
+    fb = fact_behavior(cols, families)
+    has, ok = anchor_labels(cols, fb.fact_ids)
+    groups = {t: behavior_groups(fb.bcs, fb.modal_correctness, t) for t in taus}
+    return _Facts(fb, groups, has, ok)
+
+
+def behavior_summary(cols: JudgedColumns, main_families: Sequence[str], *, tau_b: float,
+                     tau_sensitivity: Sequence[float] = ()) -> tuple[dict[str, Any],
+                                                                      dict[str, _Facts]]:
+    """Compute the model-level behavioural summary (spec §4.5, §5.3, §6, §13.1, README).
+
+    Every figure is given for both readings (with/without ``anchor``), both coverage modes
+    (``complete_family``, ``full_set``), both denominators (``fixed``: every fact of the
+    coverage set; ``anchored``: those whose anchor is correct, K_m) and the subsets
+    ``all``/``real``/``copy`` (``answer_in_subject_surface``), each with its fact count,
+    relation-macro average and per-relation table. Reverse and recognition accuracies are
+    reported apart and never enter these averages.
+
+    Returns:
+        (summary dict, the per-fact inputs of each reading for the per-fact file).
+    """
+    taus = sorted({float(tau_b), *map(float, tau_sensitivity)})
+    readings = readings_for(main_families)
+    facts: dict[str, _Facts] = {}
+    reading_out: dict[str, Any] = {}
+    for name, fams in readings.items():
+        try:
+            facts[name] = _facts_for(cols, fams, taus)
+        except ValueError:  # e.g. no anchor records at all for the with-anchor reading
+            continue
+        reading_out[name] = _reading_summary(facts[name], fams, taus, tau_b)
+    primary = next(iter(readings))
+    if primary not in facts:
+        raise ValueError(f"no main-forward record of the configured families {main_families}")
+    non_main = ~cols.main
+    diag = non_main & ~cols.reverse & ~cols.recognition
+    summary = {
+        "model": cols.model,
+        "judge": list(cols.judge),
+        "main_families": list(main_families),
+        "tau_b": float(tau_b),
+        "tau_b_sensitivity": [float(t) for t in tau_sensitivity],
+        "primary_reading": primary,
+        "readings": reading_out,
+        "reverse": _accuracy_block(cols, non_main & cols.reverse),
+        "recognition": _accuracy_block(cols, non_main & cols.recognition),
+        "diagnostic": {str(fam): _accuracy_block(cols, diag & (cols.family == fam))
+                       for fam in sorted(set(cols.family[diag].tolist()))},
+        "records": {
+            "n": len(cols), "n_main_forward": int(cols.main.sum()),
+            "by_correctness": {str(k): int(v) for k, v in zip(
+                *np.unique(cols.correctness.astype(str), return_counts=True), strict=True)},
+        },
+    }
+    return summary, facts
+
+
+# ============================================================================ output rows
+def _fact_fields(f: _Facts, i: int, taus: Sequence[float], tau: float,
+                 complete: np.ndarray) -> dict[str, Any]:
+    fb = f.fb
+    return {
+        "bcs": float(fb.bcs[i]), "bes": float(fb.bes[i]),
+        "modal_cluster": str(fb.modal_cluster[i]),
+        "modal_correctness": str(fb.modal_correctness[i]),
+        "behavior_group": str(f.groups[tau][i]),
+        "behavior_group_by_tau": {_tau_key(t): str(f.groups[t][i]) for t in taus},
+        "valid_families": fb.valid_families(i),
+        "complete_family": bool(complete[i]),
+        "n_clusters": int(fb.n_clusters[i]),
+    }
+
+
+def per_fact_rows(model: str, facts: dict[str, _Facts], *, tau_b: float,
+                  taus: Sequence[float]) -> list[dict[str, Any]]:
+    """Rows of ``behavioral_per_fact.jsonl`` (§17.1 fields first, for the primary reading).
+
+    Extra fields: relation, the real/copy flag, K_m, the cluster distribution, the groups at
+    every threshold, and ``other_readings`` (the same fields under the other reading; absent
+    when the fact has no record of that reading).
+    """
+    names = list(facts)
+    main = facts[names[0]]
+    complete = {n: facts[n].fb.complete(list(facts[n].fb.families)) for n in names}
+    pos = {n: {fid: i for i, fid in enumerate(facts[n].fb.fact_ids.tolist())} for n in names[1:]}
+    rows = []
+    for i, fid in enumerate(main.fb.fact_ids.tolist()):
+        row = {"model": model, "fact_id": fid, "relation": str(main.fb.relation[i]),
+               "answer_in_subject_surface": bool(main.fb.copy[i]), "reading": names[0],
+               **_fact_fields(main, i, taus, tau_b, complete[names[0]]),
+               "cluster_distribution": main.fb.distribution(i),
+               "anchor_correct": bool(main.anchor_ok[i]) if main.has_anchor[i] else None,
+               "other_readings": {}}
+        for n in names[1:]:
+            j = pos[n].get(fid)
+            if j is not None:
+                row["other_readings"][n] = _fact_fields(facts[n], j, taus, tau_b, complete[n])
+        rows.append(row)
+    return rows
+
+
+def per_query_rows(cols: JudgedColumns, f: _Facts, families: Sequence[str]
+                   ) -> list[dict[str, Any]]:
+    """Build the rows of ``behavioral_per_query.jsonl``.
+
+    Every judged record, with its cluster's family-balanced probability in its fact (primary
+    reading) and whether it is the fact's modal cluster (None outside the main families).
+    """
+    fb = f.fb
+    p = {(str(fb.fact_ids[g]), str(c)): float(v)
+         for g, c, v in zip(fb.g_fact, fb.g_cluster, fb.g_p, strict=True)}
+    modal = dict(zip(fb.fact_ids.tolist(), fb.modal_cluster.tolist(), strict=True))
+    fams = set(families)
+    rows = []
+    for k in range(len(cols)):
+        fid, cid = str(cols.fact_id[k]), str(cols.cluster_id[k])
+        enters = bool(cols.main[k]) and cols.family[k] in fams
+        rows.append({
+            "model": cols.model, "query_id": str(cols.query_id[k]), "fact_id": fid,
+            "relation": str(cols.relation[k]), "condition_family": str(cols.family[k]),
+            "language": str(cols.language[k]), "cluster_id": cid, "status": str(cols.status[k]),
+            "correctness": str(cols.correctness[k]),
+            "use_for_main_forward": bool(cols.main[k]),
+            "use_for_reverse_analysis": bool(cols.reverse[k]),
+            "use_for_recognition_analysis": bool(cols.recognition[k]),
+            "answer_in_subject_surface": bool(cols.copy[k]),
+            "in_main_families": enters,
+            "cluster_probability": p.get((fid, cid)) if enters else None,
+            "is_modal": (modal.get(fid) == cid) if enters else None,
+        })
+    return rows
+
+
+# ============================================================================ the stage
+def run_behavior_metrics(run_dir: str | Path, *, main_families: Sequence[str], tau_b: float,
+                         tau_sensitivity: Sequence[float] = ()) -> dict[str, Any]:
+    """Run ``fks metrics RUN --part behavior``.
+
+    Reads ``RUN/judged.jsonl``; writes ``RUN/metrics/behavioral_per_query.jsonl``,
+    ``behavioral_per_fact.jsonl`` and ``behavioral_model_summary.json``; records
+    ``stages.metrics_behavior`` in the run manifest.
+
+    Raises:
+        FksInputError: a bad judged file (file, line, field), or no main-forward record of
+            the configured families.
+    """
+    run_dir = Path(run_dir)
+    src = run_dir / "judged.jsonl"
+    cols = load_judged(src)
+    try:
+        summary, facts = behavior_summary(cols, main_families, tau_b=tau_b,
+                                          tau_sensitivity=tau_sensitivity)
+    except ValueError as exc:
+        raise FksInputError(str(exc), path=src, field="condition_family") from None
+    taus = sorted({float(tau_b), *map(float, tau_sensitivity)})
+    primary = summary["primary_reading"]
+    out_dir = run_dir / "metrics"
+    files = {
+        "behavioral_per_query.jsonl": per_query_rows(cols, facts[primary],
+                                                     summary["readings"][primary]
+                                                     ["families_configured"]),
+        "behavioral_per_fact.jsonl": per_fact_rows(cols.model, facts, tau_b=tau_b, taus=taus),
+    }
+    for name, rows in files.items():
+        atomic_write_jsonl(out_dir / name, rows)
+    summary["created_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    summary["input"] = {"file": src.name, "sha256": sha256_file(src)}
+    atomic_write_json(out_dir / "behavioral_model_summary.json", summary)
+    names = [*files, "behavioral_model_summary.json"]
+    update_run_manifest(run_dir, stage="metrics_behavior", stage_info={
+        "outputs": {n: sha256_file(out_dir / n) for n in names},
+        "input": summary["input"], "main_families": list(main_families), "tau_b": tau_b,
+        "tau_b_sensitivity": list(tau_sensitivity), "finished_at": summary["created_at"],
+    })
+    log.info("behavioural metrics of %d facts -> %s", len(facts[primary].fb.fact_ids), out_dir)
+    return summary

@@ -1,0 +1,345 @@
+"""The five-label scorer, :func:`score_answer` (rules R1-R12 are listed in :mod:`fks.score`)."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import get_args
+
+from fks.data.schema import Fact, Label
+from fks.score import _lexicon as lex
+from fks.score._ambiguity import structurally_ambiguous
+from fks.score._dates import find_dates, find_years
+from fks.score._extract import first_segment, has_content, letter_choice, sentence_prefixes
+from fks.score._match import (
+    Entity,
+    Mention,
+    alias_variants,
+    find_mentions,
+    is_negated,
+    negation_cues,
+    norm,
+    phrase_pattern,
+)
+from fks.text import has_cjk
+
+__all__ = ["ScoreResult", "AliasSet", "score_answer", "lettered_options", "SCORER_VERSION"]
+
+#: Recorded in run manifests; bump whenever a rule changes a label.
+SCORER_VERSION = "fks-score-1"
+
+_ABSTENTION = phrase_pattern(lex.ABSTENTION)
+_WORD = re.compile(r"\w+")
+GOLD = "gold"
+#: The values ``Fact.answer_granularity`` may take.
+GRANULARITIES: tuple[str, ...] = get_args(Fact.model_fields["answer_granularity"].annotation)
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    """The scorer's verdict on one response.
+
+    Attributes:
+        label: ``correct``, ``incorrect``, ``ambiguous``, ``abstain`` or ``unparseable``.
+        extracted_answer: the cleaned first answer segment (R1); None when ``unparseable``.
+        matched_alias: the gold alias (or gold option) that made the answer ``correct``;
+            None for every other label.
+    """
+
+    label: Label
+    extracted_answer: str | None = None
+    matched_alias: str | None = None
+
+
+def _competitor_entity(alias: str) -> Entity | None:
+    # R7a: one-character spaced-script aliases ("I", "C") are too common to signal an answer.
+    pairs = tuple((v, alias) for v in alias_variants(alias) if len(v) > 1 or has_cjk(v))
+    return Entity(f"other:{pairs[0][0]}", pairs) if pairs else None
+
+
+class AliasSet:
+    """Competitor aliases prepared once (normalised variants), reusable across many answers.
+
+    Iterating yields the aliases, so an :class:`AliasSet` can be passed wherever
+    ``competitor_aliases`` is expected; :func:`score_answer` then skips the preparation.
+
+    Args:
+        aliases: the aliases.
+        owners: optional, one owner key per alias (e.g. the entity it names); a view
+            :meth:`excluding` one owner shares the prepared index, so a whole relation is
+            prepared once and each fact drops its own entity cheaply.
+    """
+
+    def __init__(self, aliases: Iterable[str], *, owners: Iterable[str] | None = None) -> None:
+        names = list(aliases)
+        tags = [""] * len(names) if owners is None else list(owners)
+        if len(tags) != len(names):
+            raise ValueError(f"{len(names)} aliases but {len(tags)} owners")
+        pairs = dict.fromkeys(zip(names, tags, strict=True))
+        self._pairs: tuple[tuple[str, str], ...] = tuple(pairs)
+        self._excluded: str | None = None
+        prepared = [(_competitor_entity(a), o) for a, o in self._pairs]
+        self.entities: tuple[Entity, ...] = tuple(e for e, _ in prepared if e is not None)
+        self._owner: tuple[str, ...] = tuple(o for e, o in prepared if e is not None)
+        # Exact prefilter: a spaced-script variant can only match where its first word is a
+        # whole word of the text, a CJK variant only where its first character occurs; the
+        # rest (punctuation-led variants) are always tried.
+        self._by_word: dict[str, list[int]] = {}
+        self._by_char: dict[str, list[int]] = {}
+        self._scan: list[int] = []
+        for i, ent in enumerate(self.entities):
+            for variant, _ in ent.variants:
+                first = _WORD.match(variant)
+                if has_cjk(variant):
+                    self._by_char.setdefault(variant[0], []).append(i)
+                elif first is None:
+                    self._scan.append(i)
+                else:
+                    self._by_word.setdefault(first.group(), []).append(i)
+
+    def excluding(self, owner: str) -> AliasSet:
+        """Return a view without the aliases of ``owner`` (sharing the prepared index)."""
+        view = copy.copy(self)
+        view._excluded = owner
+        return view
+
+    def candidates(self, text: str) -> list[Entity]:
+        """Entities that may occur in a normalised ``text`` (a superset of those that do)."""
+        hits = {i for w in set(_WORD.findall(text)) for i in self._by_word.get(w, ())}
+        hits.update(i for ch in set(text) for i in self._by_char.get(ch, ()))
+        hits.update(self._scan)
+        return [
+            self.entities[i] for i in sorted(hits) if self._owner[i] != self._excluded
+        ]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(a for a, o in self._pairs if o != self._excluded))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def lettered_options(prompt: str, options: Sequence[str]) -> dict[str, str]:
+    """R10: the letter a prompt gives each option (``A) Paris``, ``(B) Berlin``, ``C. Tokyo``).
+
+    Returns ``{letter: option}`` only when every option carries a distinct letter in the
+    prompt, else ``{}`` (letters are then not accepted as answers).
+
+    >>> lettered_options("Capital of France? A) Berlin B) Paris", ["Paris", "Berlin"])
+    {'B': 'Paris', 'A': 'Berlin'}
+    """
+    out: dict[str, str] = {}
+    if not all(opt in prompt for opt in options):
+        return out
+    for opt in options:
+        m = re.search(r"(?<!\w)[(\[]?([A-Z])[)\].:]\s*" + re.escape(opt) + r"(?!\w)", prompt)
+        if m is None or m.group(1) in out:
+            return {}
+        out[m.group(1)] = opt
+    return out
+
+
+def _gold_entity(gold_aliases: Sequence[str]) -> Entity:
+    pairs = tuple((v, a) for a in gold_aliases for v in alias_variants(a))
+    if not pairs:
+        raise ValueError(f"gold_aliases holds no usable alias: {list(gold_aliases)!r}")
+    return Entity(GOLD, pairs)
+
+
+def _option_entities(
+    options: Sequence[str], gold: Entity
+) -> tuple[Entity, list[Entity], dict[str, str]]:
+    """R10: options as entities; an option equal to a gold alias joins the gold entity.
+
+    Returns the (possibly widened) gold entity, the non-gold option entities and a map from
+    each option's text to its entity key.
+    """
+    gold_variants = {v for v, _ in gold.variants}
+    gold_pairs = list(gold.variants)
+    others: list[Entity] = []
+    key_of: dict[str, str] = {}
+    for i, opt in enumerate(options):
+        pairs = tuple((v, opt) for v in alias_variants(opt))
+        if gold_variants & {v for v, _ in pairs}:
+            gold_pairs.extend(pairs)
+            key_of[opt] = GOLD
+        else:
+            key_of[opt] = f"option:{i}"
+            others.append(Entity(key_of[opt], pairs))
+    return Entity(GOLD, tuple(gold_pairs)), others, key_of
+
+
+def _competitors(prepared: AliasSet, claimed: set[str], text: str) -> list[Entity]:
+    """Competitor entities present in ``text``, minus variants owned by gold or an option."""
+    out: list[Entity] = []
+    for ent in prepared.candidates(text):
+        pairs = tuple(p for p in ent.variants if p[0] in text and p[0] not in claimed)
+        if pairs:
+            out.append(Entity(ent.key, pairs))
+    return out
+
+
+def _decide(
+    segment: str,
+    text: str,
+    mentions: Sequence[Mention],
+    *,
+    chosen: Mapping[str, str] | None = None,
+    structural: bool = True,
+) -> tuple[ScoreResult, bool]:
+    """R5, R7, R8, R11: turn the mentions found in a segment into a label.
+
+    ``chosen`` maps extra candidate keys (a recognition letter) to their display alias.
+    Returns the result and whether any candidate was named (not negated).
+    """
+    cues = negation_cues(text)
+    spans = [(m.start, m.end) for m in mentions]
+    live = [m for m in mentions if not is_negated(text, (m.start, m.end), cues, spans)]
+    negated = [m for m in mentions if m not in live]
+    named = {m.key: m.alias for m in reversed(live)} | dict(chosen or {})
+    if len(named) >= 2:
+        return ScoreResult("ambiguous", segment), True
+    if not named and _ABSTENTION.search(text):
+        return ScoreResult("abstain", segment), False
+    if structural and structurally_ambiguous(text, live, negated):
+        return ScoreResult("ambiguous", segment), bool(named)
+    if GOLD in named:
+        return ScoreResult("correct", segment, named[GOLD]), True
+    return ScoreResult("incorrect", segment), bool(named)
+
+
+def _temporal_mentions(
+    text: str, gold_aliases: Sequence[str], granularity: str
+) -> list[Mention] | None:
+    """R6: year (or full-date) mentions keyed by value, the gold's under ``gold``.
+
+    Returns None when the gold holds no year, so the entity rules apply instead.
+    """
+    if granularity == "date":
+        gold_dates = {d.value: a for a in gold_aliases for d in find_dates(norm(a))}
+        dates = find_dates(text)
+        if gold_dates and dates:
+            return [
+                Mention(d.start, d.end, GOLD, gold_dates[d.value]) if d.value in gold_dates
+                else Mention(d.start, d.end, f"date:{d.value}", text[d.start:d.end])
+                for d in dates
+            ]
+    gold_years = {y.value: a for a in gold_aliases for y in find_years(norm(a))}
+    if not gold_years:
+        return None
+    return [
+        Mention(y.start, y.end, GOLD, gold_years[y.value]) if y.value in gold_years
+        else Mention(y.start, y.end, f"year:{y.value[0]}", text[y.start:y.end])
+        for y in find_years(text)
+    ]
+
+
+@dataclass(frozen=True)
+class _Task:
+    """Everything :func:`score_answer` knows about one query, ready to judge any segment."""
+
+    gold: Entity
+    gold_aliases: tuple[str, ...]
+    granularity: str
+    competitors: AliasSet
+    options: tuple[Entity, ...]
+    option_keys: Mapping[str, str]
+    letters: Mapping[str, str]
+    recognition: bool
+
+    @classmethod
+    def build(
+        cls,
+        gold_aliases: Sequence[str],
+        granularity: str,
+        competitor_aliases: Iterable[str],
+        options: Sequence[str],
+        letters: Mapping[str, str],
+    ) -> _Task:
+        """Prepare the gold, the options (R10) and the competitors (R4) once."""
+        gold = _gold_entity(gold_aliases)
+        option_entities: list[Entity] = []
+        key_of: dict[str, str] = {}
+        if options:
+            gold, option_entities, key_of = _option_entities(options, gold)
+        prepared = (
+            competitor_aliases if isinstance(competitor_aliases, AliasSet)
+            else AliasSet(competitor_aliases)
+        )
+        return cls(gold, tuple(gold_aliases), granularity, prepared, tuple(option_entities),
+                   key_of, letters, bool(options))
+
+    def judge(self, segment: str) -> tuple[ScoreResult, bool, list[Mention]]:
+        """Label one cleaned segment; also says whether it named a candidate, and the mentions."""
+        text = norm(segment)
+        chosen: dict[str, str] = {}
+        if self.recognition:
+            letter = letter_choice(segment)
+            if letter is not None and letter in self.letters:
+                opt = self.letters[letter]
+                chosen[self.option_keys.get(opt, f"letter:{letter}")] = opt
+        elif self.granularity in ("year", "date"):
+            mentions = _temporal_mentions(text, self.gold_aliases, self.granularity)
+            if mentions is not None:
+                return (*_decide(segment, text, mentions, structural=False), mentions)
+        claimed = {v for e in (self.gold, *self.options) for v, _ in e.variants}
+        entities = [self.gold, *self.options, *_competitors(self.competitors, claimed, text)]
+        mentions = find_mentions(text, entities)
+        return (*_decide(segment, text, mentions, chosen=chosen), mentions)
+
+
+def score_answer(
+    raw_response: str,
+    gold_aliases: list[str],
+    *,
+    answer_granularity: str = "entity",
+    competitor_aliases: Iterable[str] = (),
+    options: list[str] | None = None,
+    option_letters: Mapping[str, str] | None = None,
+) -> ScoreResult:
+    r"""Score one raw model response against the gold aliases (five labels, rules R1-R12).
+
+    Args:
+        raw_response: the model's raw continuation (untrusted text).
+        gold_aliases: every accepted spelling of the gold answer (canonical first).
+        answer_granularity: ``entity``, ``year``, ``date`` or ``number`` (the fact's field);
+            ``year``/``date`` switch to R6.
+        competitor_aliases: aliases of OTHER objects of the same relation (or other subjects,
+            for reverse queries); naming one besides the gold is ``ambiguous`` (R7a). An
+            :class:`AliasSet` is accepted and avoids re-normalising them per call.
+        options: recognition only: the options shown to the model (R10).
+        option_letters: recognition only: ``{letter: option}`` when the prompt lettered the
+            options (see :func:`lettered_options`); a bare letter answer is then accepted.
+
+    Raises:
+        ValueError: ``gold_aliases`` holds no non-empty alias, or ``answer_granularity`` is
+            not one of :data:`GRANULARITIES`.
+
+    >>> score_answer("Paris\nQ: What is the capital of Spain?\nA: Madrid", ["Paris"]).label
+    'correct'
+    >>> score_answer("It is not Paris.", ["Paris"]).label
+    'incorrect'
+    """
+    if answer_granularity not in GRANULARITIES:
+        raise ValueError(
+            f"answer_granularity must be one of {', '.join(GRANULARITIES)}; "
+            f"found {answer_granularity!r}"
+        )
+    task = _Task.build(
+        gold_aliases, answer_granularity, competitor_aliases, options or [], option_letters or {}
+    )
+    segment = first_segment(raw_response)
+    if not has_content(segment):
+        return ScoreResult("unparseable")
+    result, _, mentions = task.judge(segment)
+    whole = {(m.key, m.alias) for m in mentions}
+    for prefix in sentence_prefixes(segment):
+        head, named, head_mentions = task.judge(prefix)
+        # R1: the shortest run of sentences that names a candidate is the answer; a cut that
+        # splits an alias ("St. Louis") names something the whole segment does not, so it is
+        # no answer boundary.
+        if named and {(m.key, m.alias) for m in head_mentions} <= whole:
+            return head
+    return result

@@ -1,0 +1,143 @@
+"""HF backend on the tiny random Llama: greedy correctness, batch invariance, truncation, EOS."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fks.configs import load_configs
+from fks.errors import FksInputError
+from fks.generate.backends import GenerationBackend, make_backend
+from fks.generate.prompts import encode_prompt
+
+CFG = load_configs()
+MAX_NEW = CFG.models.generation.max_new_tokens
+LONG = " ".join(f"Paris Berlin Tokyo {i}" for i in range(120)) + "\nAnswer:"
+PROMPTS = [
+    "x\nAnswer:",
+    "Answer the following question with a short factual answer.\n"
+    "Question: What is the capital of France?\nAnswer:",
+    "法国的首都是\nAnswer:",
+    "Столица Франции\nAnswer:",
+    "Madrid is a large city. " * 12 + "What is the capital of Japan?\nAnswer:",
+    LONG,
+    "Hola\nAnswer:",
+]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """Tiny matmuls run far faster on one thread than on a contended shared CPU."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_model_dir):
+    return make_backend("hf", str(tiny_model_dir), configs=CFG, device="cpu")
+
+
+def _reference_greedy(model, ids: list[int], eos: set[int], max_new: int):
+    """Plain greedy loop: full forward per step, no cache, no padding, no generate()."""
+    seq = list(ids)
+    tokens, logps = [], []
+    with torch.inference_mode():
+        for _ in range(max_new):
+            logits = model(torch.tensor([seq])).logits[0, -1].float()
+            tok = int(logits.argmax())
+            if tok in eos:
+                return tokens, logps, "stop"
+            tokens.append(tok)
+            logps.append(float(torch.log_softmax(logits, -1)[tok]))
+            seq.append(tok)
+    return tokens, logps, "length"
+
+
+def _same(a, b):
+    assert a.text == b.text
+    assert (a.n_prompt_tokens, a.prompt_truncated, a.n_generated_tokens, a.finish_reason) == (
+        b.n_prompt_tokens, b.prompt_truncated, b.n_generated_tokens, b.finish_reason)
+    assert a.answer_logprobs == pytest.approx(b.answer_logprobs, abs=1e-4)
+
+
+def test_protocol_interface_and_describe(backend, tiny_model_dir):
+    assert isinstance(backend, GenerationBackend)
+    d = backend.describe()
+    assert d["dtype"] == "float32" and d["device"] == "cpu"
+    assert d["weight_files"] == ["model.safetensors"]
+    assert len(d["weights_sha256"]) == 64 and len(d["tokenizer_sha256"]) == 64
+    assert d["transformers_version"] and d["model_path"] == str(tiny_model_dir)
+
+
+def test_matches_a_plain_greedy_loop(backend):
+    outs = backend.generate(PROMPTS, max_new_tokens=MAX_NEW)
+    eos = set(backend.eos_ids)
+    for prompt, out in zip(PROMPTS, outs, strict=True):
+        ids, _ = encode_prompt(backend.tokenizer, prompt, CFG.models.generation.max_prompt_len)
+        tokens, logps, finish = _reference_greedy(backend.model, ids, eos, MAX_NEW)
+        assert out.text == backend.tokenizer.decode(tokens, skip_special_tokens=True)
+        assert out.n_generated_tokens == len(tokens) and out.finish_reason == finish
+        assert out.answer_logprobs == pytest.approx(logps, abs=1e-4)
+        assert all(lp <= 0 for lp in out.answer_logprobs)
+
+
+def test_batched_equals_one_at_a_time(backend):
+    lengths = [len(encode_prompt(backend.tokenizer, p, 192)[0]) for p in PROMPTS]
+    assert max(lengths) >= 20 * min(lengths)  # very different lengths in one batch
+    batched = backend.generate(PROMPTS, max_new_tokens=MAX_NEW)
+    single = [backend.generate([p], max_new_tokens=MAX_NEW)[0] for p in PROMPTS]
+    other = backend.generate(PROMPTS[::-1][:3], max_new_tokens=MAX_NEW)[::-1]
+    for a, b in zip(batched, single, strict=True):
+        _same(a, b)
+    for a, b in zip(batched[-3:], other, strict=True):
+        _same(a, b)
+
+
+def test_prompt_is_cut_to_max_prompt_len_keeping_the_end(backend):
+    (out,) = backend.generate([LONG], max_new_tokens=4)
+    full = backend.tokenizer(LONG)["input_ids"]
+    assert len(full) > 192
+    assert out.prompt_truncated and out.n_prompt_tokens == 192
+    eos = set(backend.eos_ids)
+    tokens, _, _ = _reference_greedy(backend.model, full[-192:], eos, 4)
+    assert out.text == backend.tokenizer.decode(tokens, skip_special_tokens=True)
+    (short,) = backend.generate(["x\nAnswer:"], max_new_tokens=4)
+    assert not short.prompt_truncated and short.n_prompt_tokens < 192
+
+
+def test_stops_at_eos_and_cuts_the_answer_there(backend, monkeypatch):
+    (free,) = backend.generate([PROMPTS[1]], max_new_tokens=MAX_NEW)
+    ids, _ = encode_prompt(backend.tokenizer, PROMPTS[1], 192)
+    tokens, _, _ = _reference_greedy(backend.model, ids, set(backend.eos_ids), MAX_NEW)
+    assert len(tokens) >= 4
+    stop_tok = tokens[3]  # pretend the 4th greedy token is an end-of-sequence token
+    first = tokens.index(stop_tok)
+    monkeypatch.setattr(backend, "eos_ids", [*backend.eos_ids, stop_tok])
+    outs = backend.generate([PROMPTS[1], PROMPTS[0]], max_new_tokens=MAX_NEW)
+    assert outs[0].finish_reason == "stop" and outs[0].n_generated_tokens == first
+    assert outs[0].text == backend.tokenizer.decode(tokens[:first], skip_special_tokens=True)
+    assert len(outs[0].answer_logprobs) == first
+    assert free.text.startswith(outs[0].text)
+
+
+def test_length_finish_when_no_eos(backend):
+    outs = backend.generate(PROMPTS, max_new_tokens=3)
+    for o in outs:
+        assert o.n_generated_tokens <= 3
+        assert (o.finish_reason == "length") == (o.n_generated_tokens == 3)
+
+
+def test_unreachable_hub_id_is_an_input_error(monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(FksInputError, match="not a local folder.*hub cannot be reached"):
+        make_backend("hf", "some-org/not-local", configs=CFG, device="cpu")
+
+
+def test_unknown_backend_kind():
+    with pytest.raises(FksInputError, match="unknown backend"):
+        make_backend("tgi", "x", configs=CFG)

@@ -1,0 +1,154 @@
+"""OpenAI-compatible backend against a real local HTTP server process with fault injection."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from fks.cli import main
+from fks.configs import load_configs
+from fks.data.schema import GenerationRecord
+from fks.errors import FksInputError
+from fks.generate.backends import make_backend
+from fks.io import read_json, read_jsonl
+
+CFG = load_configs()
+SERVER = Path(__file__).with_name("fake_openai_server.py")
+
+
+@pytest.fixture(scope="module")
+def server():
+    """Start the fake server on a free port; it is terminated (or killed) after the module."""
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "--port", "0", "--sleep", "1.5", "--lifetime", "120"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line: list[str] = []
+    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout=20)
+    try:
+        assert line and line[0].startswith("PORT "), f"server did not start: {line}"
+        yield f"http://127.0.0.1:{int(line[0].split()[1])}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+        assert proc.returncode is not None
+
+
+def _stats(base_url: str) -> dict:
+    return httpx.get(f"{base_url}/stats", timeout=5).json()
+
+
+def _backend(base_url, **kw):
+    opts = {"base_url": base_url, "timeout": 0.5, "max_retries": 2, "backoff_base": 0.01,
+            "backoff_max": 0.05, "concurrency": 4} | kw
+    return make_backend("openai", "fake-model", configs=CFG, **opts)
+
+
+def test_answers_logprobs_and_request_body(server):
+    b = _backend(server, api_key="sk-test-123")
+    prompts = ["okA one\nAnswer:", "okA two words\nAnswer:"]
+    outs = b.generate(prompts, max_new_tokens=24)
+    for p, o in zip(prompts, outs, strict=True):
+        assert o.status == "ok" and o.error is None
+        assert o.text == f" ans{len(p)}"
+        assert o.answer_logprobs == [-0.25, -0.5]
+        assert o.n_generated_tokens == 2 and o.finish_reason == "stop"
+        assert o.n_prompt_tokens == len(p.split())
+    stats = _stats(server)
+    bodies = [r for r in stats["requests"] if r["prompt"] in prompts]
+    assert len(bodies) == 2
+    for body in bodies:
+        assert body["model"] == "fake-model" and body["temperature"] == 0
+        assert body["max_tokens"] == 24 and body["logprobs"] == 1
+    assert "Bearer sk-test-123" in stats["auth"]
+    assert "sk-test-123" not in json.dumps(b.describe())
+    (no_lp,) = _backend(server, logprobs=False).generate(["okA three\nAnswer:"], max_new_tokens=5)
+    assert no_lp.status == "ok" and no_lp.answer_logprobs is None
+
+
+def test_faults_are_retried_then_recorded_never_dropped(server):
+    prompts = ["f1 ok", "f1 FAIL500", "f1 FLAKY", "f1 SLEEP", "f1 BADJSON", "f1 NOCHOICES",
+               "f1 BAD400", "f1 ok again"]
+    outs = _backend(server).generate(prompts, max_new_tokens=8)
+    assert len(outs) == len(prompts)
+    got = dict(zip(prompts, outs, strict=True))
+    assert got["f1 ok"].text == f" ans{len('f1 ok')}" and got["f1 ok again"].status == "ok"
+    assert got["f1 FLAKY"].status == "ok"  # 500, 500, then an answer: retries worked
+    assert got["f1 FAIL500"].status == "error" and "HTTP 500" in got["f1 FAIL500"].error
+    assert got["f1 SLEEP"].status == "timeout" and "timed out" in got["f1 SLEEP"].error
+    for p in ("f1 BADJSON", "f1 NOCHOICES"):
+        assert got[p].status == "error" and "malformed" in got[p].error
+    assert got["f1 BAD400"].status == "error" and "HTTP 400" in got["f1 BAD400"].error
+    for p in ("f1 FAIL500", "f1 SLEEP", "f1 BADJSON", "f1 NOCHOICES"):
+        assert got[p].text == "" and "after 3 attempts" in got[p].error
+    attempts = _stats(server)["attempts"]
+    assert attempts["f1 FLAKY"] == 3
+    for p in ("f1 FAIL500", "f1 SLEEP", "f1 BADJSON", "f1 NOCHOICES"):
+        assert attempts[p] == 3  # 1 + max_retries, bounded
+    assert attempts["f1 BAD400"] == 1  # a 4xx is not retried
+    assert attempts["f1 ok"] == 1
+
+
+def test_connection_refused_is_an_error_record():
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (out,) = _backend(f"http://127.0.0.1:{port}", max_retries=1).generate(["x"], max_new_tokens=4)
+    assert out.status == "error" and "connection error" in out.error
+
+
+def test_needs_a_base_url():
+    with pytest.raises(FksInputError, match="base-url"):
+        make_backend("openai", "m", configs=CFG)
+
+
+def test_cli_run_through_the_server_keeps_every_query(server, tiny_benchmark_dir, tmp_path,
+                                                      monkeypatch):
+    from fks.data.load import find_benchmark_files
+
+    qfile = find_benchmark_files(tiny_benchmark_dir).queries
+    rows = [json.loads(line) for line in qfile.read_text().splitlines()]
+    markers = {1: " c1 FAIL500", 3: " c1 SLEEP", 5: " c1 BADJSON", 7: " c1 FLAKY"}
+    for i, m in markers.items():
+        rows[i]["query"] += m
+    qfile.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-never-written")
+    out = tmp_path / "run"
+    args = ["generate", "--backend", "openai", "--base-url", server, "--model", "fake",
+            "--model-path", "fake-model", "--benchmark", str(tiny_benchmark_dir), "--out",
+            str(out), "--timeout", "0.5", "--max-retries", "1", "--concurrency", "4",
+            "--batch-size", "6"]
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    assert exc.value.code == 0
+    recs = read_jsonl(out / "generations.jsonl", GenerationRecord)
+    assert [r.query_id for r in recs] == [r["query_id"] for r in rows]  # each exactly once
+    status = {r.query_id: r.status for r in recs}
+    assert status[rows[1]["query_id"]] == "error"
+    assert status[rows[3]["query_id"]] == "timeout"
+    assert status[rows[5]["query_id"]] == "error"
+    assert status[rows[7]["query_id"]] == "error"  # FLAKY needs 3 attempts; only 2 allowed
+    assert sum(s == "ok" for s in status.values()) == len(rows) - 4
+    for r in recs:
+        assert (r.raw_response == "") == (r.status != "ok")
+        assert (r.error is None) == (r.status == "ok")
+        if r.status == "ok":
+            assert r.answer_logprobs == [-0.25, -0.5]
+    man = read_json(out / "evaluation_manifest.json")
+    assert man["stages"]["generate"]["counts_by_status"] == {
+        "ok": len(rows) - 4, "error": 3, "timeout": 1}
+    assert man["backend"]["backend"] == "openai" and man["backend"]["max_retries"] == 1
+    for p in out.iterdir():
+        assert "sk-secret-never-written" not in p.read_text()
