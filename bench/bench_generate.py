@@ -82,7 +82,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--queries", type=int, default=1024)
     ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (0: torch default; 1 avoids thread thrash on a shared CPU)")
     args = ap.parse_args()
 
     import torch

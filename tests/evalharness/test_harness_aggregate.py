@@ -75,3 +75,14 @@ def test_cross_bucket_table_keeps_only_ok_buckets(cfg):
     assert by["B1"]["included"] and by["B1"]["percentile_quartiles"] is not None
     assert not by["B7"]["included"] and by["B7"]["reason"] == "insufficient"
     assert by["B7"]["percentile_quartiles"] is None
+
+
+def test_anchor_normalisation():
+    cases = [_case(f"c{k}", "B1", s) for k, s in enumerate([0.4, 0.5, 0.6, 0.8, 0.2, 0.3])]
+    anchors = {"c0", "c1", "c2", "c3", "c4"}  # median of 0.4, 0.5, 0.6, 0.8, 0.2 = 0.5
+    out = aggregate.anchor_normalisation(cases, anchors, min_anchors=5)
+    assert out["anchor_median"] == 0.5
+    assert out["normalised"]["c5"] == pytest.approx(0.6)
+    assert out["normalised"]["c3"] == pytest.approx(1.6)
+    few = aggregate.anchor_normalisation(cases, {"c0"}, min_anchors=5)
+    assert few["anchor_median"] is None and few["normalised"] is None and few["reason"]

@@ -21,7 +21,7 @@ def _bucket(k: int) -> str:
 
 
 def _rows(degrade: bool = False):
-    """Gold without D6 (bias labels), so the test needs no calibration core."""
+    """Gold without D6 (bias labels): D6 is reported as not annotated."""
     cases, golds = [], []
     for k, cid in enumerate(IDS):
         g = full_gold(cid, _bucket(k))
@@ -73,6 +73,7 @@ def test_score_writes_report_and_html(tmp_path, capsys):
     assert "bandwidth: &plusmn;" in html_text
     details = json.loads((out / "harness_details.json").read_text())
     assert set(details["split_counts"]) <= {"dev", "test", "holdout"}
+    assert set(details["bucket_normalisation"]) == set(report.bucket_reports)
 
     # a second run with worse phase answers, against the first report as baseline
     worse, _ = _rows(degrade=True)
@@ -87,6 +88,17 @@ def test_score_writes_report_and_html(tmp_path, capsys):
     assert d3 and all(f.delta_ratio >= 0.15 for f in d3)
     if len(again.bucket_reports) >= 2:
         assert {f.severity for f in d3} <= {"cross_bucket", "mechanism_level"}
+
+
+def test_score_with_d6_reports_ece(tmp_path, cfg):
+    golds = [GoldRecord.model_validate(full_gold(f"e{k}")) for k in range(10)]
+    cases = {g.case_id: CaseRecord.model_validate(full_case(g.case_id)) for g in golds}
+    split = assign_splits({g.case_id: g.bucket_label for g in golds})["e0"]
+    res = score_batch(cases, golds, cfg, split=split)
+    for cs in res.case_scores:
+        # anchoring 0.8 and herding 0.6, both right: ECE = (0.2 + 0.4) / 2 = 0.3
+        assert cs.ece == pytest.approx(0.3)
+        assert cs.dimensions["D6"].components["ece"] == cs.ece
 
 
 def test_bad_case_row_exits_2_with_file_line_field(tmp_path, capsys):
@@ -190,3 +202,30 @@ def test_iaa_reports_and_annotation_low(cfg):
     assert rep.triggered_mini_review
     assert res.report.bucket_reports["B1"].sample_quality_flag == "annotation_low"
     assert res.details["annotation_low_tasks"] == {"B1": ["D"]}
+
+
+def test_empty_split_exits_2(tmp_path, capsys):
+    # one case only: it lands in one split, the two others are empty
+    g = full_gold("solo")
+    own = assign_splits({"solo": "B1"})["solo"]
+    other = next(s for s in ("dev", "test", "holdout") if s != own)
+    c_path = write_jsonl(tmp_path / "cases.jsonl", [full_case("solo")])
+    g_path = write_jsonl(tmp_path / "gold.jsonl", [g])
+    with pytest.raises(SystemExit) as exc:
+        main(["harness", "score", "--cases", str(c_path), "--gold", str(g_path),
+              "--out", str(tmp_path / "out"), "--split", other])
+    assert exc.value.code == 2
+    assert f"no gold case falls in split '{other}'" in capsys.readouterr().err
+
+
+def test_forced_anchor_placement_needs_the_right_count(tmp_path, capsys):
+    cases, golds = _rows()
+    golds[0]["self_annotated_anchor"] = True  # 1 anchor, but 10 + 3 + 1 are required
+    c_path = write_jsonl(tmp_path / "cases.jsonl", cases)
+    g_path = write_jsonl(tmp_path / "gold.jsonl", golds)
+    with pytest.raises(SystemExit) as exc:
+        main(["harness", "score", "--cases", str(c_path), "--gold", str(g_path),
+              "--out", str(tmp_path / "out"), "--force-anchor-placement"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "field 'self_annotated_anchor'" in err and "found 1" in err

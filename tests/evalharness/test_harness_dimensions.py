@@ -152,9 +152,13 @@ def test_d3_hand_example(cfg, ctx):
     assert r.components["acc_clock"] == pytest.approx(1 / 3)
     assert r.components["mae_term"] == pytest.approx(0.3125)
     assert r.value == pytest.approx(0.4 / 3 + 0.3 * 0.3125 + 0.3 * 0.5)
+    assert not r.flags  # the three v1 clocks are annotated
     # an error beyond 8 quarters is clipped: the term never goes negative
     p.result.phase_evidence.phase_matrix["M3.t1"]["M3.t2"] = 40
     assert d3_phase_clocks(p, g, cfg, ctx).components["mae_term"] == 0.0
+    # a gold row without M3.t5 is flagged (annotation gap); the score uses what is annotated
+    del g.result.phase_evidence.clocks["M3.t5"]
+    assert "d3_required_clock_missing:M3.t5" in d3_phase_clocks(p, g, cfg, ctx).flags
     # no gold cells: MAE undefined -> D3 not computed, flagged (no sentinel)
     g.result.phase_evidence.phase_matrix = {}
     r = d3_phase_clocks(p, g, cfg, ctx)
@@ -277,7 +281,6 @@ def _d6_pair():
 
 
 def test_d6_hand_example(cfg):
-    pytest.importorskip("fks.metrics.calibration", reason="ECE comes from the calibration core")
     ctx = BatchContext(label_weights={"anchoring": 2.0, "herding": 0.5, "overconfidence": 1.0})
     # M7a labels {anchoring (w 2), overconfidence (w 1), herding (w 0.5)}: F1 = 0, 1, 0
     #   F1w = 1 / 3.5 = 0.285714, F1m = 1/3
@@ -304,7 +307,6 @@ def test_d6_hand_example(cfg):
 
 
 def test_d6_bimodal_rules(cfg):
-    pytest.importorskip("fks.metrics.calibration", reason="ECE comes from the calibration core")
     ctx = BatchContext()
     p, g = _d6_pair()
     p.result.posterior.mode_b.weight = 0.2  # weights sum 0.8: collapsed -> 0
@@ -459,7 +461,6 @@ def test_d11_only_b1_to_b3(cfg, ctx):
 
 # ------------------------------------------------------------------------------- generic
 def test_perfect_answer_scores_full_marks(cfg):
-    pytest.importorskip("fks.metrics.calibration", reason="ECE comes from the calibration core")
     p, g = records(full_case(), full_gold())
     ctx = BatchContext(coupling_rho={"B1": 1.0})
     values = {d: fn(p, g, cfg, ctx).value for d, fn in DIMENSIONS.items()}

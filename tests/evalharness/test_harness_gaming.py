@@ -31,7 +31,6 @@ def test_d1_exhaustive_listing(cfg):
 
 
 def test_d6_weighted_macro_gap(cfg):
-    pytest.importorskip("fks.metrics.calibration", reason="ECE comes from the calibration core")
     ctx = BatchContext(label_weights={"rare1": 2.0, "rare2": 2.0, "common": 0.5})
     row, gold = full_case(), full_gold()
     # hits only the common label, misses both rare ones: F1w = 0.5/4.5 = 0.111, F1m = 1/3
@@ -44,7 +43,6 @@ def test_d6_weighted_macro_gap(cfg):
 
 
 def test_d6_ece_threshold(cfg):
-    pytest.importorskip("fks.metrics.calibration", reason="ECE comes from the calibration core")
     row = full_case()
     row["harness"]["bias_labels"]["m7a"] = [{"label": "anchoring", "confidence": 0.95},
                                             {"label": "x1", "confidence": 0.95},
@@ -102,3 +100,10 @@ def test_d5_all_not_applicable_and_fp_rate(cfg):
     clean = d5_applicability(p, g, strict, CTX)
     assert not {gaming.FLAG_D5_ALL_NA, gaming.FLAG_D5_FP_BASELINE} & set(clean.flags)
     assert clean.components["fp_rate"] == 0.0
+
+
+def test_gaming_flags_are_told_from_other_flags():
+    assert gaming.is_gaming_flag("d7_base_rate_exceeded:positive-coupling")
+    assert gaming.is_gaming_flag("d1_exhaustive_listing")
+    assert not gaming.is_gaming_flag("c_kelly_retired")
+    assert not gaming.is_gaming_flag("d9_single_bucket_skipped")

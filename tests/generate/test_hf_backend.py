@@ -141,3 +141,41 @@ def test_unreachable_hub_id_is_an_input_error(monkeypatch):
 def test_unknown_backend_kind():
     with pytest.raises(FksInputError, match="unknown backend"):
         make_backend("tgi", "x", configs=CFG)
+
+
+def test_missing_pad_token_falls_back_to_eos(tiny_model_dir, tmp_path):
+    import json
+    import shutil
+
+    model_dir = tmp_path / "nopad"
+    shutil.copytree(tiny_model_dir, model_dir)
+    tc = json.loads((model_dir / "tokenizer_config.json").read_text())
+    del tc["pad_token"]
+    (model_dir / "tokenizer_config.json").write_text(json.dumps(tc))
+    b = make_backend("hf", str(model_dir), configs=CFG, device="cpu")
+    assert b.tokenizer.pad_token_id == b.tokenizer.eos_token_id
+    prompts = [PROMPTS[0], PROMPTS[4]]
+    batched = b.generate(prompts, max_new_tokens=8)
+    for p, out in zip(prompts, batched, strict=True):
+        _same(out, b.generate([p], max_new_tokens=8)[0])
+
+
+def test_model_generation_defaults_are_ignored(tiny_model_dir, tmp_path):
+    """A checkpoint's own generation_config (sampling, repetition penalty, ...) never leaks in."""
+    import json
+    import shutil
+
+    model_dir = tmp_path / "chatty"
+    shutil.copytree(tiny_model_dir, model_dir)
+    gc = json.loads((model_dir / "generation_config.json").read_text())
+    gc.update({"do_sample": True, "temperature": 0.7, "top_k": 5, "top_p": 0.8,
+               "repetition_penalty": 5.0, "no_repeat_ngram_size": 1, "min_new_tokens": 3})
+    (model_dir / "generation_config.json").write_text(json.dumps(gc))
+    b = make_backend("hf", str(model_dir), configs=CFG, device="cpu")
+    eos = set(b.eos_ids)
+    for prompt, out in zip(PROMPTS[:3], b.generate(PROMPTS[:3], max_new_tokens=MAX_NEW),
+                           strict=True):
+        ids, _ = encode_prompt(b.tokenizer, prompt, 192)
+        tokens, logps, finish = _reference_greedy(b.model, ids, eos, MAX_NEW)
+        assert out.text == b.tokenizer.decode(tokens, skip_special_tokens=True)
+        assert out.answer_logprobs == pytest.approx(logps, abs=1e-4)

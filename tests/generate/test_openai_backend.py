@@ -74,8 +74,11 @@ def test_answers_logprobs_and_request_body(server):
         assert body["max_tokens"] == 24 and body["logprobs"] == 1
     assert "Bearer sk-test-123" in stats["auth"]
     assert "sk-test-123" not in json.dumps(b.describe())
-    (no_lp,) = _backend(server, logprobs=False).generate(["okA three\nAnswer:"], max_new_tokens=5)
+    (no_lp,) = _backend(server, logprobs=False, extra_body={"repetition_penalty": 1.0}).generate(
+        ["okA three\nAnswer:"], max_new_tokens=5)
     assert no_lp.status == "ok" and no_lp.answer_logprobs is None
+    (body,) = [r for r in _stats(server)["requests"] if r["prompt"] == "okA three\nAnswer:"]
+    assert body["repetition_penalty"] == 1.0 and "logprobs" not in body
 
 
 def test_faults_are_retried_then_recorded_never_dropped(server):
@@ -152,3 +155,42 @@ def test_cli_run_through_the_server_keeps_every_query(server, tiny_benchmark_dir
     assert man["backend"]["backend"] == "openai" and man["backend"]["max_retries"] == 1
     for p in out.iterdir():
         assert "sk-secret-never-written" not in p.read_text()
+
+
+def test_retry_errors_regenerates_only_failed_rows_in_order(server, tiny_benchmark_dir, tmp_path):
+    from fks.data.load import find_benchmark_files
+    from fks.generate.runner import generate_run
+
+    qfile = find_benchmark_files(tiny_benchmark_dir).queries
+    rows = [json.loads(line) for line in qfile.read_text().splitlines()]
+    rows[2]["query"] += " r1 FLAKY"  # fails twice, then answers
+    rows[4]["query"] += " r1 FAIL500"  # always fails
+    qfile.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    out = tmp_path / "run"
+
+    def run(retry: bool):
+        b = _backend(server, max_retries=0)  # one attempt per run
+        return generate_run(tiny_benchmark_dir, out, model="fake", model_path="fake-model",
+                            configs=CFG, backend=b, batch_size=4, retry_errors=retry)
+
+    run(False)
+    first = read_jsonl(out / "generations.jsonl", GenerationRecord)
+    assert [r.status for r in first].count("error") == 2
+    run(False)  # a plain rerun keeps the error rows
+    assert read_jsonl(out / "generations.jsonl", GenerationRecord) == first
+    before = _stats(server)["attempts"]
+    summary = run(True)  # FLAKY: 2nd attempt fails again
+    assert summary.n_written == 2
+    summary = run(True)  # FLAKY: 3rd attempt answers
+    after = _stats(server)["attempts"]
+    recs = read_jsonl(out / "generations.jsonl", GenerationRecord)
+    assert [r.query_id for r in recs] == [r["query_id"] for r in rows]  # benchmark order again
+    status = {r.query_id: r.status for r in recs}
+    assert status[rows[2]["query_id"]] == "ok" and status[rows[4]["query_id"]] == "error"
+    assert summary.counts == {"ok": len(rows) - 1, "error": 1}
+    # only the failed prompts were sent again, never the answered ones
+    resent = {p for p in after if after[p] != before.get(p, 0)}
+    assert all(("r1 FLAKY" in p or "r1 FAIL500" in p) for p in resent) and len(resent) == 2
+    for r, old in zip(recs, first, strict=True):
+        if old.status == "ok":
+            assert r == old

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tiny_benchmark import tiny_benchmark_rows
 from fks.configs import FAMILIES
 from fks.data.schema import Query
 from fks.errors import FksInputError
 from fks.generate.prompts import PROMPT_VERSION, build_prompt, encode_prompt
+from tiny_benchmark import tiny_benchmark_rows
 
 WRAP = "Answer the following question with a short factual answer.\nQuestion: {}\nAnswer:"
 

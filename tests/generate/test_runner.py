@@ -272,3 +272,54 @@ def test_cli_filters_and_bad_input(full_run, tmp_path, tiny_model_dir):
     assert _cli("generate", "--model", "tiny", "--benchmark", str(bench)) == 2  # no path/out
     assert _cli(*_gen_args(tiny_model_dir, tmp_path / "nobench", tmp_path / "r3")) == 2
     assert not Path(tmp_path / "r2" / "generations.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_real_kill_9_then_resume(full_run, tmp_path, tiny_model_dir):
+    """SIGKILL a real ``fks generate`` process mid-run; the resumed file has every row once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    bench, _, _ = full_run
+    out = tmp_path / "run"
+    gen = out / "generations.jsonl"
+    args = list(_gen_args(tiny_model_dir, bench, out))
+    args[args.index("--batch-size") + 1] = "1"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-m", "fks", *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if gen.is_file() and gen.read_bytes().count(b"\n") >= 3:
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, "the run ended before it could be killed"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    n_before = gen.read_bytes().count(b"\n")
+    assert 3 <= n_before < 28
+    backend = make_backend("hf", str(tiny_model_dir), configs=CFG, device="cpu")
+    summary = _run(bench, out, backend, batch_size=1)
+    assert summary.complete and summary.n_existing + summary.n_written == 28
+    _assert_same_records(gen, full_run[1] / "generations.jsonl")
+
+
+def test_cli_with_hidden_stores_states_and_same_generations(full_run, tmp_path, tiny_model_dir):
+    bench, run, _ = full_run
+    out = tmp_path / "run"
+    assert _cli(*_gen_args(tiny_model_dir, bench, out, "--with-hidden", "--shard", "1/2")) == 2
+    assert _cli(*_gen_args(tiny_model_dir, bench, out, "--with-hidden")) == 0
+    _assert_same_records(out / "generations.jsonl", run / "generations.jsonl")
+    n_main = sum(q.use_for_main_forward for q in load_benchmark(bench).queries)
+    index = (out / "hidden" / "index.jsonl").read_text().splitlines()
+    assert len(index) == n_main and (out / "hidden" / "meta.json").is_file()
+    man = read_json(out / "evaluation_manifest.json")
+    assert man["stages"]["generate"]["status"] == "complete" and "extract" in man["stages"]

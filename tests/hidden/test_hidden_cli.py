@@ -79,3 +79,18 @@ def test_cli_bad_input_exits_2(tiny_benchmark_dir, tiny_model_dir, tmp_path, cap
     assert _run(["extract", str(run), *base, "--layers", "1"]) == 2
     line = _error_line(capsys)
     assert "meta.json" in line and "benchmark_checksum" in line
+
+
+def test_extract_defaults_to_the_runs_model(tiny_benchmark_dir, tiny_model_dir, tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "evaluation_manifest.json").write_text(json.dumps(
+        {"model": {"name": "tiny-gen", "path": str(tiny_model_dir)}, "stages": {}}))
+    assert _run(["extract", str(run), "--benchmark", str(tiny_benchmark_dir),
+                 "--layers", "0"]) == 0
+    assert HiddenStore(run).model == "tiny-gen"
+    assert read_json(run / "evaluation_manifest.json")["model"]["name"] == "tiny-gen"
+    capsys.readouterr()
+    assert _run(["extract", str(run), "--benchmark", str(tiny_benchmark_dir),
+                 "--model", "other", "--model-path", str(tiny_model_dir)]) == 2
+    assert "field 'model.name'" in _error_line(capsys)

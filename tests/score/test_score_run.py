@@ -111,13 +111,13 @@ def test_known_labels_cover_every_fact_from_the_anchors(run_dir, tiny_benchmark_
     assert summary.anchors_missing == {MODEL: 1}
 
 
-def test_manifest_gets_a_scoring_section(run_dir, tiny_benchmark_dir):
+def test_manifest_gets_a_score_stage(run_dir, tiny_benchmark_dir):
     manifest = run_dir / "evaluation_manifest.json"
     manifest.write_text(json.dumps({"model": {"name": MODEL}, "generation": {"seed": 1}}))
     score_run(run_dir, tiny_benchmark_dir)
     data = read_json(manifest)
     assert data["model"] == {"name": MODEL} and data["generation"] == {"seed": 1}
-    scoring = data["scoring"]
+    scoring = data["stages"]["score"]
     assert scoring["scored_sha256"] == sha256_file(run_dir / "scored.jsonl")
     assert scoring["known_labels_sha256"] == sha256_file(run_dir / "known_labels.json")
     assert scoring["n_records"] == len(RECORDS)
@@ -128,7 +128,7 @@ def test_manifest_gets_a_scoring_section(run_dir, tiny_benchmark_dir):
 def test_manifest_is_created_when_absent(run_dir, tiny_benchmark_dir):
     score_run(run_dir, tiny_benchmark_dir)
     data = read_json(run_dir / "evaluation_manifest.json")
-    assert list(data) == ["scoring"]
+    assert list(data) == ["stages"] and list(data["stages"]) == ["score"]
 
 
 def test_benchmark_defaults_to_the_one_the_run_recorded(run_dir, tiny_benchmark_dir):
@@ -139,7 +139,7 @@ def test_benchmark_defaults_to_the_one_the_run_recorded(run_dir, tiny_benchmark_
         {"benchmark": {"path": str(tiny_benchmark_dir), "checksum": checksum}}))
     summary = score_run(run_dir, None)
     assert summary.n_records == len(RECORDS)
-    assert read_json(run_dir / "evaluation_manifest.json")["scoring"]["benchmark"] == {
+    assert read_json(run_dir / "evaluation_manifest.json")["stages"]["score"]["benchmark"] == {
         "source": str(tiny_benchmark_dir), "checksum": checksum,
     }
 

@@ -9,6 +9,9 @@
 * **Bandwidth** (§3.2, §4.2): when a bucket has fewer than 30 scores, the percentile's
   percentile-bootstrap interval (the bucket resampled with replacement, B = 1000) gives
   ``bandwidth = (CI_up - CI_low) / 2``, reported as ``bandwidth: +-X%``.
+* **Anchor normalisation** (§3.2): a bucket's full mark is the median case score of its
+  expert-consensus anchors (>= 5 needed); the normalised score is ``score / anchor median``.
+  The §8.2 records have no field for it, so it is reported in the details file.
 * **Bucket report**: case count, median case score, the bandwidth of the percentile at the
   median score (the widest point of an empirical CDF's uncertainty), dimension medians, and the
   sample-quality flag: ``annotation_low`` (an IAA task's kappa in the bucket is below its
@@ -35,6 +38,7 @@ __all__ = [
     "sample_quality",
     "bucket_report",
     "cross_bucket_table",
+    "anchor_normalisation",
 ]
 
 
@@ -168,3 +172,27 @@ def cross_bucket_table(
             }
         )
     return rows
+
+
+def anchor_normalisation(
+    cases: Sequence[CaseScore], anchors: set[str], *, min_anchors: int = 5
+) -> dict[str, Any]:
+    """§3.2 in-bucket normalisation of one bucket's case scores by its anchors' median.
+
+    Returns:
+        ``{"anchor_count", "anchor_median", "normalised"}``; ``anchor_median`` and
+        ``normalised`` are ``None`` with a ``reason`` when fewer than ``min_anchors`` anchors
+        (or a zero median) are available.
+    """
+    scores = [c.aggregate_score for c in cases if c.case_id in anchors]
+    out: dict[str, Any] = {"anchor_count": len(scores), "anchor_median": None, "normalised": None}
+    if len(scores) < min_anchors:
+        out["reason"] = f"fewer than {min_anchors} anchor cases"
+        return out
+    median = float(np.median(scores))
+    if median <= 0:
+        out["reason"] = "anchor median is 0"
+        return out
+    out["anchor_median"] = median
+    out["normalised"] = {c.case_id: c.aggregate_score / median for c in cases}
+    return out

@@ -121,6 +121,7 @@ class DimensionSettings(_Strict):
     d1_exhaustive_ratio: float = Field(2.0, ge=1.0)
     d2_n1_uncertainty_penalty: float = Field(0.10, ge=0.0, le=1.0)
     d3_mae_max_quarters: float = Field(8.0, gt=0.0)
+    d3_required_clocks: list[str] = []
     d4_subiso_exact_max_nodes: int = Field(200, ge=1)
     d5_derivatives_gate_penalty: float = Field(0.10, ge=0.0, le=1.0)
     d5_fp_rate_baseline: dict[BucketKey, float] = {}
@@ -149,6 +150,7 @@ class HarnessConfig(_Strict):
     cross_bucket_exclude: list[BucketKey] = []
     min_cases_per_bucket: int = Field(20, ge=1)
     percentile_min_cases: int = Field(30, ge=1)
+    bucket_anchor_min: int = Field(5, ge=1)
     bootstrap: BootstrapSettings = BootstrapSettings()
     split: SplitSettings = SplitSettings()
     iaa: IAASettings

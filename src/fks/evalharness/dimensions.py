@@ -344,6 +344,8 @@ def d3_phase_clocks(
     * ``MAE = mean_{(i,j) in C} |q_hat_ij - q*_ij|`` in whole quarters over the gold cells C; a
       missing cell counts MAE_max = 8; the term ``1 - min(MAE, 8) / 8`` stays in [0, 1].
     * ``Recall_contradict`` = gold contradictions found / gold contradictions.
+    * v1 grades M3.t1, M3.t2 and M3.t5 in every case: a gold row lacking one of them is flagged
+      ``d3_required_clock_missing:<clock>`` (the score still uses the clocks annotated).
     """
     g = gold.result.phase_evidence
     if g is None:
@@ -355,7 +357,9 @@ def d3_phase_clocks(
         "recall_contradict": set_recall(norm_set(p.contradictions), norm_set(g.contradictions)),
         "n_gold_clocks": len(g.clocks),
     }
-    return _finish("D3", comps, [], cfg)
+    missing = [c for c in cfg.dimensions.d3_required_clocks if c not in g.clocks]
+    flags = [f"d3_required_clock_missing:{c}" for c in missing]
+    return _finish("D3", comps, flags, cfg)
 
 
 # ------------------------------------------------------------------------------------ D4

@@ -31,6 +31,8 @@ __all__ = [
     "FLAG_D6_GAP",
     "FLAG_D6_ECE",
     "FLAG_D7_BASE_RATE",
+    "GAMING_FLAGS",
+    "is_gaming_flag",
     "exhaustive_listing",
     "weighted_macro_gap",
     "ece_above_threshold",
@@ -46,7 +48,22 @@ FLAG_D6_GAP = "d6_weighted_macro_gap"
 FLAG_D6_ECE = "d6_ece_above_threshold"
 FLAG_D7_BASE_RATE = "d7_base_rate_exceeded"
 
+#: The §7 flags (as opposed to "not computed" reasons and the C_kelly note).
+GAMING_FLAGS = (
+    FLAG_D1_EXHAUSTIVE,
+    FLAG_D5_ALL_NA,
+    FLAG_D5_FP_BASELINE,
+    FLAG_D6_GAP,
+    FLAG_D6_ECE,
+    FLAG_D7_BASE_RATE,
+)
+
 NOT_APPLICABLE = "not-applicable"
+
+
+def is_gaming_flag(flag: str) -> bool:
+    """Tell a §7 anti-gaming flag (``d7_base_rate_exceeded:<mode>`` included) from the rest."""
+    return flag.split(":", 1)[0] in GAMING_FLAGS
 
 
 def exhaustive_listing(n_pred: int, n_gold: int, *, max_ratio: float = 2.0) -> bool:

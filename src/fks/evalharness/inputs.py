@@ -616,6 +616,11 @@ class GoldRecord(_In):
     self_annotated_anchor: bool = Field(
         False, description="one of the 14 self-annotated cases placed 10/3/1 (§4.1)"
     )
+    bucket_anchor: bool = Field(
+        False,
+        description="a §3.2 expert-consensus anchor of its bucket (kappa >= 0.7); the median "
+        "score of a bucket's anchors is its full-mark reference",
+    )
     iaa_kappa: float | None = Field(
         None, ge=-1.0, le=1.0, description="kappa of the annotation behind this row (reported)"
     )

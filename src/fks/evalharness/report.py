@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from fks.evalharness.config import DIMENSION_IDS
+from fks.evalharness.gaming import is_gaming_flag
 from fks.evalharness.scoring import HarnessResult
 
 __all__ = ["render_html_section", "render_html_page"]
@@ -176,6 +177,7 @@ def _gaming(result: HarnessResult) -> str:
     for cs in result.case_scores:
         flags = [f for d in cs.dimensions.values() for f in d.gaming_flags]
         counts.update(flags)
+        flags = [f for f in flags if is_gaming_flag(f)]
         if flags:
             per_case.append(
                 [_e(cs.case_id), _e(cs.bucket_label), _e(", ".join(sorted(set(flags))))]
@@ -183,6 +185,7 @@ def _gaming(result: HarnessResult) -> str:
     out = "<h3>Flags (anti-gaming and not-computed reasons)</h3>"
     out += _table(["flag", "cases"], [[_e(f), str(n)] for f, n in sorted(counts.items())])
     if per_case:
+        out += "<h4>Cases with anti-gaming flags (review)</h4>"
         out += _table(["case", "bucket", "flags"], per_case, left=3)
     return out
 

@@ -32,7 +32,13 @@ from fks.evalharness.config import BUCKET_LABELS, IAA_TASKS, HarnessConfig
 from fks.evalharness.degradation import degradation_flags
 from fks.evalharness.dimensions import DIMENSIONS, BatchContext, DimensionResult
 from fks.evalharness.inputs import CaseRecord, DoubleAnnotation, GoldRecord
-from fks.evalharness.schema import BatchReport, BucketReport, CaseScore, DimensionScore
+from fks.evalharness.schema import (
+    BatchReport,
+    BucketReport,
+    CaseScore,
+    DimensionScore,
+    IAAReport,
+)
 from fks.evalharness.split import assign_splits
 from fks.log import track
 from fks.text import normalize
@@ -221,6 +227,76 @@ def _d5_bucket_summary(case_scores: Sequence[CaseScore]) -> dict[str, dict[str, 
     return out
 
 
+def _splits(golds: Sequence[GoldRecord], cfg: HarnessConfig) -> dict[str, str]:
+    """§4.1 split of every gold case (bucket-uniform holdout, optional anchor placement)."""
+    anchors = (
+        [g.case_id for g in golds if g.self_annotated_anchor]
+        if cfg.split.force_anchor_placement
+        else None
+    )
+    return assign_splits(
+        {g.case_id: g.bucket_label for g in golds},
+        salt=cfg.split.salt,
+        anchors=anchors,
+        anchor_counts=cfg.split.anchor_counts,
+    )
+
+
+def _iaa(
+    golds: Sequence[GoldRecord], cfg: HarnessConfig
+) -> tuple[list[IAAReport], dict[str, dict[str, Any]]]:
+    """§5 IAA reports (tasks with a defined kappa) and summaries (every task with items)."""
+    reports, summaries = [], {}
+    for task, items in _annotation_items(golds).items():
+        if not items:
+            continue
+        summaries[task] = iaa.iaa_summary(task, items, cfg.iaa)
+        report = iaa.iaa_report(task, items, cfg.iaa)
+        if report is not None:
+            reports.append(report)
+    return reports, summaries
+
+
+def _details(
+    *,
+    splits: Mapping[str, str],
+    golds: Sequence[GoldRecord],
+    selected: Sequence[GoldRecord],
+    case_scores: Sequence[CaseScore],
+    case_pct: Mapping[str, dict[str, Any]],
+    reports: Mapping[str, BucketReport],
+    ctx: BatchContext,
+    cfg: HarnessConfig,
+) -> dict[str, Any]:
+    """Diagnostics that the §8.2 records have no field for (``harness_details.json``)."""
+    by_bucket: dict[str, list[CaseScore]] = {}
+    for cs in case_scores:
+        by_bucket.setdefault(cs.bucket_label, []).append(cs)
+    anchors = {g.case_id for g in selected if g.bucket_anchor}
+    percentiles = {
+        b: [case_pct[c.case_id]["percentile"] for c in members] for b, members in by_bucket.items()
+    }
+    return {
+        "split_counts": dict(Counter(splits.values())),
+        "split_counts_by_bucket": {
+            b: dict(Counter(splits[g.case_id] for g in golds if g.bucket_label == b))
+            for b in BUCKET_LABELS
+            if any(g.bucket_label == b for g in golds)
+        },
+        "case_percentiles": dict(case_pct),
+        "cross_bucket_table": aggregate.cross_bucket_table(reports, percentiles),
+        "bucket_normalisation": {
+            b: aggregate.anchor_normalisation(members, anchors, min_anchors=cfg.bucket_anchor_min)
+            for b, members in by_bucket.items()
+        },
+        "d5_by_bucket": _d5_bucket_summary(case_scores),
+        "d6_label_weights": dict(ctx.label_weights),
+        "d7_coupling_rho": dict(ctx.coupling_rho),
+        "d7_exceeded_modes": sorted(ctx.d7_exceeded_modes),
+        "config": cfg.model_dump(mode="json"),
+    }
+
+
 def score_batch(
     cases: Mapping[str, CaseRecord],
     golds: Sequence[GoldRecord],
@@ -242,17 +318,7 @@ def score_batch(
         EmptySplit: no gold case falls in ``split``.
         CaseNotScorable: a case's gold annotates no weighted dimension.
     """
-    anchors = (
-        [g.case_id for g in golds if g.self_annotated_anchor]
-        if cfg.split.force_anchor_placement
-        else None
-    )
-    splits = assign_splits(
-        {g.case_id: g.bucket_label for g in golds},
-        salt=cfg.split.salt,
-        anchors=anchors,
-        anchor_counts=cfg.split.anchor_counts,
-    )
+    splits = _splits(golds, cfg)
     selected = [g for g in golds if splits[g.case_id] == split]
     if not selected:
         raise EmptySplit(f"no gold case falls in split {split!r} ({len(golds)} cases in all)")
@@ -269,23 +335,12 @@ def score_batch(
         case_results.append((g, results, score))
     case_scores, case_pct = _with_percentiles(case_results, cfg, split)
     low = _annotation_low(golds, cfg)
-    buckets = [b for b in BUCKET_LABELS if any(cs.bucket_label == b for cs in case_scores)]
-    reports: dict[str, BucketReport] = {
-        b: aggregate.bucket_report(
-            b, [c for c in case_scores if c.bucket_label == b], cfg, annotation_low=b in low
-        )
-        for b in buckets
-    }
-    summaries = {
-        task: iaa.iaa_summary(task, items, cfg.iaa)
-        for task, items in _annotation_items(golds).items()
-        if items
-    }
-    iaa_reports = [
-        r
-        for task, items in _annotation_items(golds).items()
-        if items and (r := iaa.iaa_report(task, items, cfg.iaa)) is not None
-    ]
+    reports: dict[str, BucketReport] = {}
+    for b in BUCKET_LABELS:
+        members = [c for c in case_scores if c.bucket_label == b]
+        if members:
+            reports[b] = aggregate.bucket_report(b, members, cfg, annotation_low=b in low)
+    iaa_reports, summaries = _iaa(golds, cfg)
     flags = degradation_flags(baseline, reports, case_scores, cfg.degradation) if baseline else []
     report = BatchReport(
         split=split,  # type: ignore[arg-type]
@@ -293,24 +348,15 @@ def score_batch(
         degradation_flags=flags,
         iaa_reports=iaa_reports,
     )
-    by_bucket_pct: dict[str, list[float]] = {}
-    for cs in case_scores:
-        by_bucket_pct.setdefault(cs.bucket_label, []).append(case_pct[cs.case_id]["percentile"])
-    details = {
-        "split_counts": dict(Counter(splits.values())),
-        "split_counts_by_bucket": {
-            b: dict(Counter(splits[g.case_id] for g in golds if g.bucket_label == b))
-            for b in sorted({g.bucket_label for g in golds})
-        },
-        "missing_predictions": missing,
-        "case_percentiles": case_pct,
-        "cross_bucket_table": aggregate.cross_bucket_table(reports, by_bucket_pct),
-        "annotation_low_tasks": low,
-        "d5_by_bucket": _d5_bucket_summary(case_scores),
-        "d6_label_weights": dict(ctx.label_weights),
-        "d7_coupling_rho": dict(ctx.coupling_rho),
-        "d7_exceeded_modes": sorted(ctx.d7_exceeded_modes),
-        "iaa": summaries,
-        "config": cfg.model_dump(mode="json"),
-    }
+    details = _details(
+        splits=splits,
+        golds=golds,
+        selected=selected,
+        case_scores=case_scores,
+        case_pct=case_pct,
+        reports=reports,
+        ctx=ctx,
+        cfg=cfg,
+    )
+    details.update(missing_predictions=missing, annotation_low_tasks=low, iaa=summaries)
     return HarnessResult(report=report, case_scores=case_scores, details=details)

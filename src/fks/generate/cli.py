@@ -67,6 +67,14 @@ def generate_cmd(
         str | None, typer.Option(help="torch device for hf (default: cuda if available).")
     ] = None,
     revision: Annotated[str | None, typer.Option(help="Hub revision (hf).")] = None,
+    retry_errors: Annotated[
+        bool, typer.Option(help="Generate again the rows recorded as error/timeout.")
+    ] = False,
+    with_hidden: Annotated[
+        bool,
+        typer.Option(help="hf only: also store query-end hidden states from the prefill "
+                     "(RUN/hidden, as `fks extract` writes them)."),
+    ] = False,
     merge: Annotated[
         Path | None,
         typer.Option(help="Instead of generating: verify and join RUN/shards/* into RUN."),
@@ -93,24 +101,48 @@ def generate_cmd(
     bench = load_benchmark(benchmark)
     select_queries(bench.queries, families=family_list, limit=limit)
 
-    from fks.generate.backends import make_backend
+    if with_hidden and (backend != "hf" or shard_t is not None):
+        raise FksInputError("--with-hidden needs --backend hf and no --shard "
+                            "(run `fks extract` after a merge instead)", field="with_hidden")
+    gen_backend = _make(backend, model_path, entry=entry, configs=configs, device=device,
+                        trust_remote_code=trust_remote_code, revision=revision,
+                        base_url=base_url, api_key=os.environ.get(api_key_env),
+                        concurrency=concurrency, timeout=timeout, max_retries=max_retries)
+    fused = None
+    if with_hidden:
+        from fks.hidden.fused import FusedExtraction
 
-    opts: dict[str, object] = {}
-    if backend == "openai":
-        _require(base_url=base_url)
-        opts = {"base_url": base_url, "api_key": os.environ.get(api_key_env),
-                "concurrency": concurrency, "timeout": timeout, "max_retries": max_retries}
-    elif backend == "hf":
-        opts = {"revision": revision or (entry.revision if entry else None)}
-    gen_backend = make_backend(backend, model_path, configs=configs, device=device,
-                               trust_remote_code=trust_remote_code, **opts)
+        fused = FusedExtraction(out, bench, gen_backend, model_name=model,
+                                max_prompt_len=configs.models.generation.max_prompt_len)
+        gen_backend = fused.backend
     summary = generate_run(
         bench, out, model=model, model_path=model_path, configs=configs,
         backend=gen_backend, families=family_list, limit=limit, shard=shard_t,
-        batch_size=batch_size,
+        batch_size=batch_size, retry_errors=retry_errors,
     )
     log.info("%s: %d records (%d new) %s", summary.out_dir, summary.n_existing + summary.n_written,
              summary.n_written, summary.counts)
+    if fused is not None:
+        fused.finish(batch_size=batch_size)
+
+
+def _make(kind: str, model_path: str, *, entry: object, configs: object, device: str | None,
+          trust_remote_code: bool, revision: str | None, base_url: str | None,
+          api_key: str | None, concurrency: int, timeout: float, max_retries: int) -> object:
+    """Build the backend from the command's options (only the ones that backend takes)."""
+    from fks.generate.backends import make_backend
+
+    opts: dict[str, object] = {}
+    if kind == "openai":
+        _require(base_url=base_url)
+        opts = {"base_url": base_url, "api_key": api_key, "concurrency": concurrency,
+                "timeout": timeout, "max_retries": max_retries}
+    elif kind == "hf":
+        opts = {"revision": revision or getattr(entry, "revision", None)}
+    elif kind == "vllm":
+        opts = {"revision": revision or getattr(entry, "revision", None)}
+    return make_backend(kind, model_path, configs=configs, device=device,  # type: ignore[arg-type]
+                        trust_remote_code=trust_remote_code, **opts)
 
 
 def register(app: typer.Typer) -> None:

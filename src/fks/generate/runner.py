@@ -14,9 +14,14 @@
 Determinism: the query order is the benchmark's, filtered, and batches are fixed slices of that
 order (a partly recorded batch is regenerated whole, writing only its missing rows), so a resumed
 run with the same batch size decodes every prompt in the same batch as an uninterrupted run and
-writes a byte-identical file. With another batch size (or in a shard) a prompt's greedy tokens are
-the same (left padding + masks make the output batch-independent) but its log-probs may differ in
-the last float32 digits (padding changes the order of floating-point sums).
+writes a byte-identical file. With another batch size (or in a shard) a prompt's greedy tokens
+are the same (left padding + masks make the output batch-independent) but its log-probs may
+differ in the last float32 digits (padding changes the order of floating-point sums). A backend
+whose batching cannot change the numerics (a server) sets ``regenerate_whole_batches = False``
+and only the missing prompts are sent.
+
+``retry_errors`` (``--retry-errors``) drops the recorded ``error``/``timeout`` rows first, so a
+rerun generates them again; the file is then put back in benchmark order.
 
 Selection: ``families`` keeps those condition families, then ``limit`` keeps the first N, then
 ``shard`` keeps the queries whose fact hashes to it (:func:`shard_of`).
@@ -48,7 +53,13 @@ from fks.errors import FksInputError
 from fks.generate.backends.base import GenerationBackend, GenerationOutput
 from fks.generate.manifest import MANIFEST_NAME, read_run_manifest, update_run_manifest
 from fks.generate.prompts import PROMPT_VERSION, build_prompt
-from fks.io import JsonlAppender, atomic_write_jsonl, iter_jsonl, sha256_file
+from fks.io import (
+    JsonlAppender,
+    atomic_write_jsonl,
+    iter_jsonl,
+    repair_jsonl_tail,
+    sha256_file,
+)
 from fks.log import progress_bar
 
 __all__ = [
@@ -296,19 +307,46 @@ def _existing_ids(path: Path, selected: dict[str, int], model: str) -> tuple[set
 
 
 def _pending_batches(
-    selected: list[Query], done: set[str], size: int
+    selected: list[Query], done: set[str], size: int, *, whole: bool = True
 ) -> Iterable[tuple[list[Query], list[bool]]]:
     """Yield the fixed batches ``selected[k*size:(k+1)*size]`` that still lack a record.
 
-    Yields ``(batch, wanted)``: a partly recorded batch is generated whole (``wanted`` marks the
-    rows to write), so every prompt is always decoded in the same batch as in an uninterrupted
-    run with the same batch size: same padding, same floating-point sums, same bytes.
+    Yields ``(batch, wanted)``. With ``whole`` (in-process backends) a partly recorded batch is
+    generated whole (``wanted`` marks the rows to write), so every prompt is always decoded in the
+    same batch as in an uninterrupted run with the same batch size: same padding, same
+    floating-point sums, same bytes. Without it (a server backend, where batching does not touch
+    the numerics) only the missing prompts are sent.
     """
     for start in range(0, len(selected), size):
         batch = selected[start:start + size]
         wanted = [q.query_id not in done for q in batch]
-        if any(wanted):
+        if not any(wanted):
+            continue
+        if whole:
             yield batch, wanted
+        else:
+            yield [q for q, w in zip(batch, wanted, strict=True) if w], [True] * sum(wanted)
+
+
+def _drop_failed(path: Path) -> int:
+    """Rewrite ``path`` atomically without its ``error``/``timeout`` rows; returns how many."""
+    if not path.is_file():
+        return 0
+    repair_jsonl_tail(path)
+    rows = [rec for _, rec in iter_jsonl(path, GenerationRecord)]
+    kept = [r for r in rows if r.status == "ok"]  # type: ignore[union-attr]
+    if len(kept) != len(rows):
+        atomic_write_jsonl(path, kept)  # type: ignore[arg-type]
+    return len(rows) - len(kept)
+
+
+def _restore_order(path: Path, selected: list[Query]) -> None:
+    """Rewrite ``path`` atomically in selection order if retried rows were appended late."""
+    rank = {q.query_id: i for i, q in enumerate(selected)}
+    rows = [rec for _, rec in iter_jsonl(path, GenerationRecord)]
+    keys = [rank[r.query_id] for r in rows]  # type: ignore[union-attr]
+    if keys != sorted(keys):
+        atomic_write_jsonl(path, sorted(rows, key=lambda r: rank[r.query_id]))  # type: ignore
 
 
 def _generate_batches(
@@ -357,6 +395,7 @@ def generate_run(
     limit: int | None = None,
     shard: tuple[int, int] | None = None,
     batch_size: int = 16,
+    retry_errors: bool = False,
     on_batch: Callable[[int, list[GenerationRecord]], None] | None = None,
 ) -> GenerateSummary:
     """Generate (or resume generating) every selected query of ``benchmark`` into ``out_dir``.
@@ -372,6 +411,8 @@ def generate_run(
         limit: then keep only the first ``limit`` queries.
         shard: ``(i, n)``: then keep only queries of facts in shard ``i`` of ``n``.
         batch_size: prompts per backend call (and per durable append).
+        retry_errors: first drop the ``error``/``timeout`` rows already recorded, so they are
+            generated again (the file is put back in benchmark order at the end).
         on_batch: called as ``on_batch(batch_index, records)`` after each batch is on disk.
 
     Raises:
@@ -407,6 +448,9 @@ def generate_run(
     def make(q: Query, o: GenerationOutput) -> GenerationRecord:
         return make_record(q, o, model=model, generation_config=gen_cfg)
 
+    if retry_errors:
+        log.info("dropped %d error/timeout rows to retry them", _drop_failed(gen_path))
+    whole = getattr(backend, "regenerate_whole_batches", True)
     with JsonlAppender(gen_path) as out:
         if out.repaired_bytes:
             log.warning("cut a torn last line (%d bytes) from %s", out.repaired_bytes, gen_path)
@@ -415,9 +459,11 @@ def generate_run(
         n_todo = len(selected) - len(done)
         log.info("%s: %d selected, %d already recorded, %d to generate",
                  target, len(selected), len(done), n_todo)
-        new_counts = _generate_batches(list(_pending_batches(selected, done, batch_size)),
-                                       backend=backend, out=out, make=make,
-                                       max_new_tokens=gen.max_new_tokens, on_batch=on_batch)
+        new_counts = _generate_batches(
+            list(_pending_batches(selected, done, batch_size, whole=whole)), backend=backend,
+            out=out, make=make, max_new_tokens=gen.max_new_tokens, on_batch=on_batch)
+    if retry_errors:
+        _restore_order(gen_path, selected)
     counts.update(new_counts)
     summary = GenerateSummary(target, len(selected), len(done), n_todo, dict(counts))
     _finish_manifest(target, summary)

@@ -44,17 +44,42 @@ def parse_layers(spec: str, n_layers: int, window_min_frac: float) -> list[int]:
     return layers
 
 
-def _resolve_model(model: str | None, model_path: str | None) -> tuple[str, str, Any]:
-    """``(name, path, registry entry or None)`` from ``--model`` and ``--model-path``."""
-    from fks.cli import get_configs
+def _resolve_model(run: Path, model: str | None, model_path: str | None) -> tuple[str, str, Any]:
+    """``(name, path, registry entry or None)`` from the options and the run's manifest.
 
-    entry = get_configs().models.find(model) if model else None
-    path = model_path or (entry.path if entry else None)
+    A run directory holds one model: when generation already recorded ``model.name`` there,
+    a different ``--model`` is refused, and ``--model``/``--model-path`` default to it.
+    """
+    from fks.cli import get_configs
+    from fks.generate.manifest import MANIFEST_NAME, read_run_manifest
+
+    recorded = read_run_manifest(run).get("model") or {}
+    name = model or recorded.get("name")
+    entry = get_configs().models.find(name) if name else None
+    path = model_path or (recorded.get("path") if recorded.get("name") == name else None) or (
+        entry.path if entry else None)
     if path is None:
         raise FksInputError(
-            f"model {model!r} is not in the registry; pass --model-path" if model
+            f"model {name!r} is not in the registry; pass --model-path" if name
             else "pass --model-path (or --model with a registry name)", field="model_path")
-    return model or Path(path).name, path, entry
+    name = name or Path(path).name
+    if recorded.get("name") and recorded["name"] != name:
+        raise FksInputError(f"this run directory holds {recorded['name']!r}'s generations, not "
+                            f"{name!r}; use that model or another run directory",
+                            path=run / MANIFEST_NAME, field="model.name")
+    return name, path, entry
+
+
+def _check_weights(run: Path, backend: Any) -> None:
+    """Refuse weights other than those generation used (when both hashes are known)."""
+    from fks.generate.manifest import MANIFEST_NAME, read_run_manifest
+
+    recorded = read_run_manifest(run).get("weights_sha256")
+    loaded = backend.describe().get("weights_sha256")
+    if recorded and loaded and recorded != loaded:
+        raise FksInputError(f"the loaded weights (sha256 {loaded[:12]}...) are not those "
+                            f"generation used ({recorded[:12]}...)", path=run / MANIFEST_NAME,
+                            field="weights_sha256")
 
 
 def _load(path: str, *, device: str | None, dtype: str | None, revision: str | None,
@@ -113,10 +138,11 @@ def extract_cmd(
 
     configs = get_configs()
     bench = load_benchmark(benchmark)
-    name, path, entry = _resolve_model(model, model_path)
+    name, path, entry = _resolve_model(run, model, model_path)
     backend = _load(path, device=device, dtype=dtype, revision=revision,
                     trust_remote_code=trust_remote_code)
     _check_registry(entry, backend.model)
+    _check_weights(run, backend)
     n_layers, _ = model_dims(backend.model)
     extract_hidden(
         run, bench, backend.model, backend.tokenizer, model_name=name,
@@ -150,10 +176,11 @@ def jlens_cmd(
 
     configs = get_configs()
     bench = load_benchmark(benchmark)
-    name, path, entry = _resolve_model(model, model_path)
+    name, path, entry = _resolve_model(run, model, model_path)
     backend = _load(path, device=device, dtype="float32", revision=revision,
                     trust_remote_code=trust_remote_code)
     _check_registry(entry, backend.model)
+    _check_weights(run, backend)
     n_layers, _ = model_dims(backend.model)
     run_jlens(
         run, bench, backend.model, backend.tokenizer, model_name=name, n_prompts=n_prompts,

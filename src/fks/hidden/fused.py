@@ -93,7 +93,7 @@ class HiddenCapturingBackend:
         return outputs
 
     def describe(self) -> dict[str, Any]:
-        """The wrapped backend's identity (unchanged, so plain and fused runs resume each other)."""
+        """Return the wrapped backend's identity, unchanged (plain and fused runs resume)."""
         return self.backend.describe()
 
 

@@ -148,8 +148,9 @@ def prompt_jacobians(
     *,
     batch_rows: int | None = None,
     method: Literal["batched", "loop"] = "batched",
+    accumulate: Mapping[int, Any] | None = None,
 ) -> dict[int, Any]:
-    """``{l: d h^L_T / d h^l_T}`` (``(d, d)`` tensors, model dtype) for one prompt.
+    """Compute ``{l: d h^L_T / d h^l_T}`` (``(d, d)`` tensors) for one prompt.
 
     Args:
         model: a causal LM whose parameters are frozen (see :func:`fit_jlens`).
@@ -159,6 +160,8 @@ def prompt_jacobians(
         method: ``batched`` -- prefix cache, ``B`` copies of the last token, ``ceil(d/B)``
             backward passes; ``loop`` -- the reference: the whole prompt, one backward pass
             per output coordinate (``d`` passes). Both give the same matrices.
+        accumulate: ``{l: (d, d) tensor}`` to add the Jacobians into (and return), instead of
+            new tensors in the model's dtype -- saves one ``L x d x d`` buffer.
     """
     import torch
 
@@ -186,7 +189,8 @@ def prompt_jacobians(
     with _DeltaHooks(blocks, deltas) as hooks:
         model(**inputs, **last_logits_kwargs(model))
     y, order = hooks.y, list(deltas)
-    out = {x: torch.empty(d, d, dtype=dtype, device=device) for x in layers}
+    out = accumulate if accumulate is not None else {
+        x: torch.zeros(d, d, dtype=dtype, device=device) for x in layers}
     n_pass = math.ceil(d / B)
     for k in range(n_pass):
         rows = torch.arange(k * B, min((k + 1) * B, d), device=device)
@@ -195,7 +199,7 @@ def prompt_jacobians(
         grads = torch.autograd.grad(y, [deltas[x] for x in order], grad_outputs=grad_out,
                                     retain_graph=k < n_pass - 1)
         for x, g in zip(order, grads, strict=True):
-            out[x][rows] = g[: len(rows), 0, :]
+            out[x][rows] += g[: len(rows), 0, :].to(out[x].dtype)
     return out
 
 
@@ -244,9 +248,8 @@ def fit_jlens(
         task = bar.add_task("j-lens", total=len(prompts))
         for prompt in prompts:
             ids, _ = encode_prompt(tokenizer, prompt, max_prompt_len)
-            for x, jac in prompt_jacobians(model, ids, layers, batch_rows=batch_rows,
-                                           method=method).items():
-                acc[x] += jac.to(acc_dtype)
+            prompt_jacobians(model, ids, layers, batch_rows=batch_rows, method=method,
+                             accumulate=acc)
             bar.advance(task)
     return {x: (a / len(prompts)).to(torch.float32).cpu().numpy() for x, a in acc.items()}
 

@@ -21,7 +21,8 @@ from fks.configs import FAMILIES, ConfigSet, load_configs
 from fks.data.load import Benchmark, load_benchmark
 from fks.data.schema import LABELS, Entity, Fact, GenerationRecord, Query, ScoredRecord
 from fks.errors import FksInputError
-from fks.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, read_json, sha256_file
+from fks.generate.manifest import read_run_manifest, update_run_manifest
+from fks.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, sha256_file
 from fks.log import console, track
 from fks.score._match import norm
 from fks.score._scorer import (
@@ -173,12 +174,8 @@ def _count_rows(path: Path) -> int:
 
 
 def _read_manifest(run_dir: Path) -> dict[str, Any]:
-    """``RUN/evaluation_manifest.json`` as a dict ({} when the run has none yet)."""
-    path = run_dir / MANIFEST
-    manifest = read_json(path) if path.is_file() else {}
-    if not isinstance(manifest, dict):
-        raise FksInputError(f"expected a JSON object, found {type(manifest).__name__}", path=path)
-    return manifest
+    """``RUN/evaluation_manifest.json`` as a dict (a skeleton when the run has none yet)."""
+    return read_run_manifest(run_dir)
 
 
 def _recorded_benchmark(manifest: dict[str, Any], key: str) -> str | None:
@@ -266,7 +263,7 @@ def score_run(
     Writes, each atomically: ``RUN/scored.jsonl`` (one :class:`ScoredRecord` per generation
     record, same order, none dropped; non-``ok`` records are ``unparseable``),
     ``RUN/known_labels.json`` (``{fact_id: {model: label}}`` from the anchor queries, every
-    benchmark fact present), and the ``scoring`` section of ``RUN/evaluation_manifest.json``
+    benchmark fact present), and ``stages.score`` of ``RUN/evaluation_manifest.json``
     (created if absent).
 
     Args:
@@ -301,8 +298,7 @@ def score_run(
         log.warning("%d duplicate anchor records; the first of each gave K_m", tally.duplicates)
     by_family = tally.table([*configs.eval_conditions.families, *FAMILIES])
     totals = {lab: sum(c[lab] for c in by_family.values()) for lab in LABELS}
-    manifest = _read_manifest(run_dir)  # re-read: keep whatever changed meanwhile
-    manifest["scoring"] = {
+    update_run_manifest(run_dir, stage="score", stage_info={
         "scorer_version": SCORER_VERSION,
         "fks_version": __version__,
         "scored_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -313,8 +309,7 @@ def score_run(
         "known_labels_sha256": sha256_file(known_path),
         "anchors_missing": missing,
         "benchmark": {"source": source, "checksum": checksum},
-    }
-    atomic_write_json(run_dir / MANIFEST, manifest)
+    })
     log.info("scored %d records -> %s (%s)", n_records, scored_path,
              ", ".join(f"{lab} {n}" for lab, n in totals.items()))
     return ScoreSummary(

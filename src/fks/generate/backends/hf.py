@@ -7,8 +7,10 @@
   keeping the end), LEFT-padded with an attention mask; position ids follow the mask inside
   ``generate``, so a prompt's output does not depend on the batch it is in.
 * Greedy (``do_sample=False``, one beam), at most ``max_new_tokens`` new tokens, stop at EOS (the
-  model's generation-config EOS ids, else the tokenizer's). The model's own generation config
-  (sampling defaults, repetition penalties, ...) is NOT used: a clean config is passed.
+  model's generation-config EOS ids, else the tokenizer's). The checkpoint's own generation
+  defaults (sampling, repetition penalty, ``min_new_tokens``, ...) are NOT used: the model's
+  ``generation_config`` is replaced by one holding only the special tokens, because ``generate``
+  would otherwise fill every unset option from it.
 * dtype: ``generation.dtype`` (bfloat16) on GPU, float32 on CPU; the dtype used is recorded.
 * Answer = generated tokens before the first EOS. ``answer_logprobs[i]`` is
   ``log_softmax(logits_i)[token_i]`` from the raw (unprocessed) logits; ``finish_reason`` is
@@ -165,7 +167,24 @@ class HFBackend:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.eos_ids = self._eos_ids()
+        self._clear_model_generation_defaults()
         self._describe: dict[str, Any] | None = None
+
+    def _clear_model_generation_defaults(self) -> None:
+        """Replace the checkpoint's ``generation_config`` by one holding only special tokens.
+
+        ``generate`` fills every option left unset in the config it is given from
+        ``model.generation_config`` (a checkpoint's ``repetition_penalty``, ``top_k``,
+        ``min_new_tokens``, ...), which would silently break the greedy protocol.
+        """
+        from transformers import GenerationConfig as HFGenerationConfig
+
+        self.checkpoint_generation_config = self.model.generation_config.to_diff_dict()
+        self.model.generation_config = HFGenerationConfig(
+            bos_token_id=self.tokenizer.bos_token_id,
+            eos_token_id=self.eos_ids,
+            pad_token_id=self.tokenizer.pad_token_id,
+        )
 
     def _eos_ids(self) -> list[int]:
         eos = getattr(self.model.generation_config, "eos_token_id", None)

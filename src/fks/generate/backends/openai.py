@@ -113,10 +113,14 @@ class OpenAICompletionsBackend:
         backoff_base, backoff_max: the retry wait schedule (seconds), see :func:`backoff_delay`.
         logprobs: request ``logprobs: 1``.
         server_truncation: send ``truncate_prompt_tokens = max_prompt_len`` (vLLM servers).
+        extra_body: more request fields, e.g. ``{"repetition_penalty": 1.0}`` for a vLLM server
+            that would otherwise apply the checkpoint's generation defaults.
         seed: seeds the jitter of the retry waits.
     """
 
     name = "openai"
+    #: the server batches on its own, so the runner sends only prompts that lack a record
+    regenerate_whole_batches = False
 
     def __init__(
         self,
@@ -132,6 +136,7 @@ class OpenAICompletionsBackend:
         backoff_max: float = 8.0,
         logprobs: bool = True,
         server_truncation: bool = False,
+        extra_body: dict[str, Any] | None = None,
         seed: int | None = None,
     ) -> None:
         if not base_url:
@@ -150,6 +155,7 @@ class OpenAICompletionsBackend:
         self.backoff = (backoff_base, backoff_max)
         self.logprobs = logprobs
         self.server_truncation = server_truncation
+        self.extra_body = dict(extra_body or {})
         self.seed = generation.seed if seed is None else seed
         if api_key is None:
             api_key = os.environ.get("OPENAI_API_KEY")
@@ -164,7 +170,7 @@ class OpenAICompletionsBackend:
             body["logprobs"] = 1
         if self.server_truncation:
             body["truncate_prompt_tokens"] = self.generation.max_prompt_len
-        return body
+        return body | self.extra_body
 
     def _attempt(self, payload: dict[str, Any]) -> GenerationOutput:
         """One request; raises :class:`_Retryable` or :class:`_Fatal` on failure."""
@@ -224,6 +230,7 @@ class OpenAICompletionsBackend:
             "max_retries": self.max_retries,
             "backoff_s": list(self.backoff),
             "logprobs": self.logprobs,
+            "extra_body": self.extra_body,
             "prompt_truncation": (
                 "server: truncate_prompt_tokens" if self.server_truncation else "none"),
         }

@@ -1,0 +1,240 @@
+"""Vectorised ISS and KTS on family centroids of one layer (spec §7.7-7.9, §9-11).
+
+Inputs are the unit centroids ``V (F, T, k)`` and the presence mask ``has (F, T)`` of
+:mod:`fks.metrics._space`. Everything is computed with matrix products per block of facts
+(a relation), never with a Python loop over facts; the results equal the kernels of
+:mod:`fks.metrics.internal` (tested to 1e-6).
+
+ISS (§7.7-7.9): for every family pair ``p = (t, t')`` and block ``b`` (the facts whose
+negatives lie in ``b``), ``S = V_t[b] V_t'[b]^T`` gives the positives ``diag(S)`` and the
+symmetric background ``A = (S + S^T) / 2`` (``A[f, g] = (<v_ft, v_gt'> + <v_ft', v_gt>)/2``);
+each fact's background for the pair is the mean of ``A[f, g]`` over its negatives ``g`` that
+have both families. :func:`iss_from_pairs` then averages over the pairs of a reading.
+
+KTS (§9-11) for one pair and a selection of facts: per relation with at least ``min_facts``
+shared facts, Spearman of the condensed cosine-distance vectors (Geo), symmetric top-1 by
+``argmax`` with chance ``1/n_r`` (ID), plus top-5 and MRR (rank = 1 + number of candidates
+strictly more similar than the gold one); relation-macro averages; ``g = (rho + 1)/2`` and the
+harmonic composite ``2 g i / (g + i + eps)``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.stats
+
+__all__ = [
+    "Negatives",
+    "PairScores",
+    "pair_scores",
+    "iss_from_pairs",
+    "RelationGrams",
+    "kts_pair",
+    "kts_macro",
+    "harmonic",
+]
+
+
+# ================================================================================== ISS
+@dataclass(frozen=True)
+class Negatives:
+    """Negative facts of every fact (spec §7.8), as index arrays.
+
+    Attributes:
+        idx: ``(F, K)`` fact indices (entries where ``mask`` is false are padding).
+        mask: ``(F, K)`` bool.
+        blocks: fact index arrays covering all facts; each fact's negatives lie in its block
+            (the relations for same-relation negatives; one block for random ones).
+    """
+
+    idx: np.ndarray
+    mask: np.ndarray
+    blocks: tuple[np.ndarray, ...]
+
+    @property
+    def counts(self) -> np.ndarray:
+        """``(F,)`` number of negatives per fact."""
+        return self.mask.sum(axis=1)
+
+
+@dataclass(frozen=True)
+class PairScores:
+    """Per fact and family pair: ``pos``/``bg`` ``(F, P)`` float64 and their validity masks."""
+
+    pos: np.ndarray
+    pos_ok: np.ndarray
+    bg: np.ndarray
+    bg_ok: np.ndarray
+
+
+def pair_scores(V: np.ndarray, has: np.ndarray, neg: Negatives,
+                pairs: Sequence[tuple[int, int]]) -> PairScores:
+    """Positive similarity and symmetric background of every fact for every pair (§7.7-7.8)."""
+    F, P = V.shape[0], len(pairs)
+    pos = np.zeros((F, P))
+    bg = np.zeros((F, P))
+    bg_n = np.zeros((F, P), dtype=np.int64)
+    local = np.zeros(F, dtype=np.int64)
+    for b in neg.blocks:
+        local[b] = np.arange(len(b))
+        rows = np.arange(len(b))[:, None]
+        nb, mb = local[neg.idx[b]], neg.mask[b]
+        for p, (i, j) in enumerate(pairs):
+            S = V[b, i] @ V[b, j].T
+            pos[b, p] = np.diagonal(S)
+            both = has[:, i] & has[:, j]
+            m = mb & both[neg.idx[b]]
+            A = 0.5 * (S + S.T)
+            bg[b, p] = np.where(m, A[rows, nb], 0.0).sum(axis=1)
+            bg_n[b, p] = m.sum(axis=1)
+    pos_ok = np.stack([has[:, i] & has[:, j] for i, j in pairs], axis=1) if P else \
+        np.zeros((F, 0), bool)
+    bg_ok = pos_ok & (bg_n > 0)
+    bg = np.divide(bg, bg_n, out=np.zeros_like(bg), where=bg_ok)
+    return PairScores(pos=np.where(pos_ok, pos, 0.0), pos_ok=pos_ok, bg=bg, bg_ok=bg_ok)
+
+
+def iss_from_pairs(ps: PairScores, select: np.ndarray, eps: float) -> dict[str, np.ndarray]:
+    """ISS of every fact over the pairs ``select (P,) bool`` of a reading (§7.9).
+
+    Returns ``(F,)`` arrays: ``s_positive``, ``s_background``, ``iss`` (NaN where undefined),
+    ``n_pairs``, ``n_background_pairs`` and ``status`` (``ok``, ``fewer_than_two_families``,
+    ``no_background``).
+    """
+    pos_ok = ps.pos_ok & select[None, :]
+    bg_ok = ps.bg_ok & select[None, :]
+    n_pos, n_bg = pos_ok.sum(axis=1), bg_ok.sum(axis=1)
+    ok = (n_pos > 0) & (n_bg > 0)
+    s_pos = np.full(len(n_pos), np.nan)
+    s_bg = np.full(len(n_pos), np.nan)
+    np.divide(np.where(pos_ok, ps.pos, 0.0).sum(axis=1), n_pos, out=s_pos, where=n_pos > 0)
+    np.divide(np.where(bg_ok, ps.bg, 0.0).sum(axis=1), n_bg, out=s_bg, where=n_bg > 0)
+    iss = np.where(ok, (s_pos - s_bg) / (1.0 - s_bg + eps), np.nan)
+    status = np.where(n_pos == 0, "fewer_than_two_families",
+                      np.where(n_bg == 0, "no_background", "ok"))
+    return {"s_positive": s_pos, "s_background": s_bg, "iss": iss, "n_pairs": n_pos,
+            "n_background_pairs": n_bg, "status": status, "defined": ok}
+
+
+# ================================================================================== KTS
+class RelationGrams:
+    """Per-relation Gram matrices of one layer, computed once and shared by every pair and
+    selection: ``gram(r, t) = V_t[r] V_t[r]^T`` and ``cross(r, t, t') = V_t[r] V_t'[r]^T``
+    over all facts of relation ``r`` (rows of absent families are zero, masked later)."""
+
+    def __init__(self, V: np.ndarray, rel_index: Sequence[np.ndarray]) -> None:
+        self.V = V
+        self.rel_index = rel_index
+        self._gram: dict[tuple[int, int], np.ndarray] = {}
+        self._cross: dict[tuple[int, int, int], np.ndarray] = {}
+
+    def gram(self, r: int, t: int) -> np.ndarray:
+        """``(n_r, n_r)`` cosine matrix within family ``t``."""
+        key = (r, t)
+        if key not in self._gram:
+            X = self.V[self.rel_index[r], t]
+            self._gram[key] = X @ X.T
+        return self._gram[key]
+
+    def cross(self, r: int, t: int, u: int) -> np.ndarray:
+        """``(n_r, n_r)`` cosines ``<v_{f,t}, v_{g,u}>`` (rows: facts in ``t``)."""
+        key = (r, t, u)
+        if key not in self._cross:
+            self._cross[key] = self.V[self.rel_index[r], t] @ self.V[self.rel_index[r], u].T
+        return self._cross[key]
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rho, NaN when undefined (fewer than 2 values or a constant vector)."""
+    if len(x) < 2:
+        return float("nan")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(scipy.stats.spearmanr(x, y).statistic)
+
+
+def _identity(S: np.ndarray) -> dict[str, float]:
+    """Top-1 (``argmax``, both directions), top-5 and MRR of the cross-similarity ``S``."""
+    n = len(S)
+    gold = np.arange(n)
+    diag = np.diagonal(S)
+    top1_ab = float(np.mean(np.argmax(S, axis=1) == gold))
+    top1_ba = float(np.mean(np.argmax(S, axis=0) == gold))
+    rank_ab = 1 + (S > diag[:, None]).sum(axis=1)
+    rank_ba = 1 + (S > diag[None, :]).sum(axis=0)
+    chance = 1.0 / n
+    top1 = 0.5 * (top1_ab + top1_ba)
+    adj = (top1 - chance) / max(1.0 - chance, 1e-12)
+    return {
+        "top1_ab": top1_ab, "top1_ba": top1_ba, "top1": top1,
+        "top5": float(0.5 * (np.mean(rank_ab <= 5) + np.mean(rank_ba <= 5))),
+        "mrr": float(0.5 * (np.mean(1.0 / rank_ab) + np.mean(1.0 / rank_ba))),
+        "chance": chance, "id_adjusted": float(adj), "id": float(np.clip(adj, 0.0, 1.0)),
+    }
+
+
+def kts_pair(grams: RelationGrams, t: int, u: int, shared: np.ndarray,
+             relations: Sequence[str], *, min_facts: int) -> dict[str, dict[str, Any]]:
+    """Per-relation KTS terms of the pair ``(t, u)`` over the facts ``shared (F,) bool``.
+
+    Relations with fewer than ``min_facts`` shared facts are left out (§9.1).
+
+    Returns:
+        ``{relation: {n, rho, top1_ab, top1_ba, top1, top5, mrr, chance, id_adjusted, id}}``.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for r, idx in enumerate(grams.rel_index):
+        sub = np.flatnonzero(shared[idx])
+        if len(sub) < min_facts:
+            continue
+        Ga = grams.gram(r, t)[np.ix_(sub, sub)]
+        Gb = grams.gram(r, u)[np.ix_(sub, sub)]
+        iu = np.triu_indices(len(sub), k=1)
+        rho = _spearman(1.0 - Ga[iu], 1.0 - Gb[iu])
+        out[relations[r]] = {"n": int(len(sub)), "rho": None if np.isnan(rho) else rho,
+                             **_identity(grams.cross(r, t, u)[np.ix_(sub, sub)])}
+    return out
+
+
+def harmonic(g: float | None, i: float | None, eps: float) -> float | None:
+    """The §11 composite ``2 g i / (g + i + eps)`` (None when a part is undefined)."""
+    if g is None or i is None:
+        return None
+    return 2.0 * g * i / (g + i + eps)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if len(values) else None
+
+
+def kts_macro(per_relation: dict[str, dict[str, Any]], eps: float) -> dict[str, Any]:
+    """Relation-macro KTS of one pair (§9.3, §10.4, §11): every relation weighs the same.
+
+    ``kts_geo_raw_spearman`` is the macro Spearman, ``kts_geo = (rho + 1)/2``, ``kts_id`` the
+    macro of the clipped chance-corrected top-1, ``kts`` their harmonic mean; top-1, top-5,
+    MRR, chance and the unclipped corrected top-1 are macro averages too.
+    """
+    rhos = [v["rho"] for v in per_relation.values() if v["rho"] is not None]
+    vals = list(per_relation.values())
+    geo_raw = _mean(rhos)
+    geo = None if geo_raw is None else (geo_raw + 1.0) / 2.0
+    kid = _mean([v["id"] for v in vals])
+    return {
+        "n_facts_scored": int(sum(v["n"] for v in vals)),
+        "n_relations": len(vals),
+        "n_relations_geo": len(rhos),
+        "kts_geo_raw_spearman": geo_raw,
+        "kts_geo": geo,
+        "kts_id": kid,
+        "kts_id_unclipped": _mean([v["id_adjusted"] for v in vals]),
+        "top1": _mean([v["top1"] for v in vals]),
+        "top5": _mean([v["top5"] for v in vals]),
+        "mrr": _mean([v["mrr"] for v in vals]),
+        "chance": _mean([v["chance"] for v in vals]),
+        "kts": harmonic(geo, kid, eps),
+    }

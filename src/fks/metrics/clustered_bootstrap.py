@@ -1,0 +1,689 @@
+r"""Relation-clustered bootstrap of the headline figures (spec §14.1, §20), vectorised.
+
+The resampling scheme of §14.1, for ``B`` replicates (``metrics.yaml: bootstrap``):
+
+1. draw ``K`` relations with replacement from the ``K`` relations of the fact set (the *slots*
+   of a replicate);
+2. inside each slot, draw ``n_r`` facts with replacement from the ``n_r`` facts of the slot's
+   relation;
+3. recompute every statistic on the replicate -- fact means over the drawn facts, and
+   relation macro-averages over the ``K`` slots (a relation drawn twice counts twice, each
+   time with its own fact draws);
+4. report the ``(1-alpha)`` percentile interval (:func:`fks.metrics.bootstrap.percentile_interval`).
+
+**Sufficient statistics.** The draws are made once (:func:`draw_clusters`) and kept as
+integer *count* matrices: for relation ``r``, ``C_r`` is ``(S_r, n_r)`` -- one row per slot
+that drew ``r`` (over all replicates), the number of times each of its facts was drawn. Every
+fact-level statistic is then a weighted mean evaluated with matrix products:
+
+* fact mean of ``x`` over facts where ``m`` holds: ``(W @ (m*x)) / (W @ m)`` with
+  ``W (B, F)`` the per-replicate fact counts (the sum of a replicate's slot rows);
+* relation macro: the slot means ``(C_r @ (m*x)) / (C_r @ m)`` placed in a ``(B, K)`` table
+  and averaged over slots (a slot without any valid fact is left out).
+
+The same draws give a *paired* comparison of two models (§14.2, :mod:`fks.metrics.compare`).
+
+**KTS.** KTS-Geo and KTS-ID are relation macro-averages of statistics of *sets* of facts, so
+they are recomputed per slot from the stored geometry (:class:`KtsSpace`: the family centroids
+of each window layer):
+
+* KTS-Geo (§9): the Spearman correlation between the within-relation distance vectors of the
+  two families over the drawn facts. A fact drawn ``c_f`` times contributes ``c_f c_g``
+  copies of the pair ``(f, g)``; the pair of a fact with its own copy carries no geometric
+  information and is left out. This is exactly the Spearman correlation (average ranks for
+  ties) of the naive expanded resample without its same-fact pairs, computed without
+  expanding: ranks are weighted cumulative sums along the distance order sorted once per
+  relation (:func:`weighted_spearman`). A slot with fewer than 3 distinct facts has no
+  defined correlation and is left out of that replicate's macro-average.
+* KTS-ID (§10): a drawn fact is identified when no *other drawn* fact of the relation is
+  closer to it across the two families than its own counterpart: with ``A[f, g] =
+  cos(v_{f,t}, v_{g,t'}) > cos(v_{f,t}, v_{f,t'})``, the hits of all slots are
+  ``(C > 0) @ A^T == 0`` (one matrix product). ``ID = sum_f c_f hit_f / sum_f c_f`` per
+  direction, averaged over the two directions, chance-corrected with ``b = 1 / (number of
+  distinct drawn facts)`` (the candidates of the retrieval) and clipped to ``[0, 1]``.
+* Only relations with at least ``min_facts`` shared facts in the *original* sample enter a
+  pair (§9.1); the composite is the harmonic mean of ``(rho + 1) / 2`` and the identity score
+  per pair and layer, averaged over pairs and then layers (§11).
+
+On the original sample (every count 1) all of this reduces to the spec's definitions.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fks.metrics.bootstrap import DEFAULT_SEED, percentile_interval
+
+__all__ = [
+    "ClusterDraws",
+    "draw_clusters",
+    "fact_weights",
+    "fact_mean",
+    "fact_mean_replicates",
+    "relation_macro",
+    "relation_macro_replicates",
+    "weighted_spearman",
+    "identity_hits",
+    "KtsSpace",
+    "KtsResult",
+    "kts_bootstrap",
+    "kts_point",
+    "interval_record",
+]
+
+log = logging.getLogger(__name__)
+
+
+# ================================================================================ the draws
+@dataclass(frozen=True)
+class ClusterDraws:
+    """The draws of a relation-clustered bootstrap, stored as index and count matrices.
+
+    Shapes: ``B`` replicates, ``K`` relations (= slots per replicate), ``F`` facts, ``n_r``
+    facts of relation ``r``, ``S_r`` slots (over all replicates) that drew relation ``r``.
+
+    Attributes:
+        relations: ``(K,)`` relation names, sorted.
+        fact_relation: ``(F,)`` relation code of each fact (index into ``relations``).
+        members: per relation, ``(n_r,)`` fact indices (ascending).
+        relation_draws: ``(B, K)`` the relation code drawn into each slot.
+        slot_index: per relation, ``(S_r, 2)`` the ``(b, k)`` of each slot that drew it
+            (row-major order).
+        fact_draws: per relation, ``(S_r, n_r)`` positions into ``members[r]`` drawn in each
+            of its slots.
+        seed: the seed the draws came from.
+    """
+
+    relations: tuple[str, ...]
+    fact_relation: np.ndarray
+    members: tuple[np.ndarray, ...]
+    relation_draws: np.ndarray
+    slot_index: tuple[np.ndarray, ...]
+    fact_draws: tuple[np.ndarray, ...]
+    seed: int | None
+    _counts: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def n_resamples(self) -> int:
+        """B."""
+        return int(self.relation_draws.shape[0])
+
+    @property
+    def n_facts(self) -> int:
+        """F."""
+        return int(len(self.fact_relation))
+
+    @property
+    def n_relations(self) -> int:
+        """K."""
+        return len(self.relations)
+
+    def counts(self, r: int) -> np.ndarray:
+        """``(S_r, n_r)`` float: how often each fact of relation ``r`` was drawn in each slot."""
+        if r not in self._counts:
+            draws = self.fact_draws[r]
+            n_r = len(self.members[r])
+            rows = np.repeat(np.arange(len(draws)), n_r)
+            c = np.bincount(rows * n_r + draws.reshape(-1), minlength=len(draws) * n_r)
+            self._counts[r] = c.reshape(len(draws), n_r).astype(np.float64)
+        return self._counts[r]
+
+    def replicate(self, b: int) -> list[tuple[int, np.ndarray]]:
+        """Replicate ``b`` written out: per slot, ``(relation code, drawn fact indices)``.
+
+        The expanded form the vectorised statistics avoid; used by reference loops and tests.
+        """
+        out = []
+        for k, r in enumerate(self.relation_draws[b]):
+            row = np.flatnonzero((self.slot_index[r][:, 0] == b) & (self.slot_index[r][:, 1] == k))
+            out.append((int(r), self.members[r][self.fact_draws[r][row[0]]]))
+        return out
+
+
+def draw_clusters(fact_relation: Sequence[str] | np.ndarray, *, n_resamples: int = 1000,
+                  seed: int | None = DEFAULT_SEED) -> ClusterDraws:
+    """Draw the relation-clustered resamples of §14.1 for facts labelled by relation.
+
+    ``rng = default_rng(seed)`` draws the ``(B, K)`` relation table first, then, relation by
+    relation (sorted names), the ``(S_r, n_r)`` within-relation fact positions of all its
+    slots. The draws depend only on the relations of the facts (in their given order), the
+    seed and ``B`` -- so two models on the same fact set get the same draws (§14.2).
+
+    Args:
+        fact_relation: ``(F,)`` the relation of each fact (F >= 1).
+        n_resamples: B >= 1.
+        seed: seed of ``np.random.default_rng``.
+    """
+    if isinstance(n_resamples, bool) or int(n_resamples) != n_resamples or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive integer; found {n_resamples!r}")
+    labels = np.asarray(fact_relation).astype(str)
+    if labels.ndim != 1 or labels.size == 0:
+        raise ValueError("fact_relation must be a non-empty vector of relation names")
+    names, codes = np.unique(labels, return_inverse=True)
+    members = tuple(np.flatnonzero(codes == r) for r in range(len(names)))
+    rng = np.random.default_rng(seed)
+    rel = rng.integers(0, len(names), size=(int(n_resamples), len(names)))
+    slots, draws = [], []
+    for r, mem in enumerate(members):
+        idx = np.argwhere(rel == r)
+        slots.append(idx)
+        draws.append(rng.integers(0, len(mem), size=(len(idx), len(mem))))
+    return ClusterDraws(tuple(str(n) for n in names), codes, members, rel, tuple(slots),
+                        tuple(draws), seed)
+
+
+# ======================================================================= fact-level metrics
+def _as_columns(values: Any, mask: Any, n_facts: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(F, M)`` values (0 where masked out) and ``(F, M)`` float mask from 1-D or 2-D input."""
+    x = np.asarray(values, dtype=np.float64)
+    one = x.ndim == 1
+    x = x[:, None] if one else x
+    m = np.isfinite(x) if mask is None else np.asarray(mask, dtype=bool).reshape(x.shape)
+    m = m & np.isfinite(x)
+    if x.shape[0] != n_facts:
+        raise ValueError(f"values have {x.shape[0]} rows; the draws have {n_facts} facts")
+    return np.where(m, x, 0.0), m.astype(np.float64)
+
+
+def fact_weights(draws: ClusterDraws) -> np.ndarray:
+    """``(B, F)`` float: how often each fact is drawn in each replicate (all slots summed)."""
+    W = np.zeros((draws.n_resamples, draws.n_facts))
+    for r, mem in enumerate(draws.members):
+        b = draws.slot_index[r][:, 0]
+        np.add.at(W, (b[:, None], mem[None, :]), draws.counts(r))
+    return W
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+def fact_mean(values: Any, mask: Any = None) -> np.ndarray | float:
+    """Point fact mean of ``values`` (``(F,)`` or ``(F, M)``) over facts where ``mask`` holds.
+
+    Non-finite values count as masked out. Returns nan where no fact is valid.
+    """
+    x, m = _as_columns(values, mask, len(np.asarray(values)))
+    out = _ratio(x.sum(axis=0), m.sum(axis=0))
+    return float(out[0]) if np.asarray(values).ndim == 1 else out
+
+
+def fact_mean_replicates(draws: ClusterDraws, values: Any, mask: Any = None, *,
+                         weights: np.ndarray | None = None) -> np.ndarray:
+    """Fact-mean replicates ``(W @ (m x)) / (W @ m)``: ``(B,)`` for 1-D values, else ``(B, M)``.
+
+    Args:
+        draws: the clustered draws over the ``F`` facts.
+        values: ``(F,)`` or ``(F, M)`` per-fact values.
+        mask: same shape, bool: the fact has the value (default: finite values).
+        weights: ``(B, F)`` from :func:`fact_weights` (computed when omitted).
+    """
+    x, m = _as_columns(values, mask, draws.n_facts)
+    W = fact_weights(draws) if weights is None else weights
+    out = _ratio(W @ x, W @ m)
+    return out[:, 0] if np.asarray(values).ndim == 1 else out
+
+
+def relation_macro(values: Any, fact_relation: Sequence[str] | np.ndarray,
+                   mask: Any = None) -> np.ndarray | float:
+    """Point relation macro-average: the mean over relations of each relation's fact mean.
+
+    Relations without any valid fact are left out. ``(F,)`` -> float, ``(F, M)`` -> ``(M,)``.
+    """
+    x, m = _as_columns(values, mask, len(np.asarray(values)))
+    _, codes = np.unique(np.asarray(fact_relation).astype(str), return_inverse=True)
+    K = int(codes.max()) + 1
+    num = np.zeros((K, x.shape[1]))
+    den = np.zeros((K, x.shape[1]))
+    np.add.at(num, codes, x)
+    np.add.at(den, codes, m)
+    with np.errstate(invalid="ignore"):
+        out = np.nanmean(_ratio(num, den), axis=0) if K else np.full(x.shape[1], np.nan)
+    return float(out[0]) if np.asarray(values).ndim == 1 else out
+
+
+def relation_macro_replicates(draws: ClusterDraws, values: Any, mask: Any = None
+                              ) -> np.ndarray:
+    """Relation-macro replicates: slot means ``(C_r @ m x) / (C_r @ m)`` averaged over slots.
+
+    Returns ``(B,)`` for 1-D values, else ``(B, M)``; nan where no slot has a valid fact.
+    """
+    x, m = _as_columns(values, mask, draws.n_facts)
+    table = np.full((draws.n_resamples, draws.n_relations, x.shape[1]), np.nan)
+    for r, mem in enumerate(draws.members):
+        C = draws.counts(r)
+        b, k = draws.slot_index[r][:, 0], draws.slot_index[r][:, 1]
+        table[b, k] = _ratio(C @ x[mem], C @ m[mem])
+    with np.errstate(invalid="ignore"), _quiet_nanmean():
+        out = np.nanmean(table, axis=1)
+    return out[:, 0] if np.asarray(values).ndim == 1 else out
+
+
+class _quiet_nanmean:
+    """Silence numpy's 'Mean of empty slice' (an all-nan row is a legitimate nan here)."""
+
+    def __enter__(self) -> None:
+        import warnings
+
+        self._ctx = warnings.catch_warnings()
+        self._ctx.__enter__()
+        warnings.simplefilter("ignore", RuntimeWarning)
+
+    def __exit__(self, *exc: object) -> None:
+        self._ctx.__exit__(*exc)
+
+
+# ============================================================================ KTS kernels
+@dataclass(frozen=True)
+class _Order:
+    """A fixed sort order of ``P`` pair distances, with its tie groups (§9.2 ranks)."""
+
+    perm: np.ndarray  # (P,) item index at each sorted position
+    group: np.ndarray | None  # (P,) tie-group id at each sorted position; None: no ties
+    group_end: np.ndarray | None  # (G,) last sorted position of each group
+
+
+def _order(values: np.ndarray) -> _Order:
+    """Sort ``values (P,)`` once; record tie groups only when two values are equal."""
+    perm = np.argsort(values, kind="stable")
+    s = values[perm]
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] != s[:-1]
+    if new.all():
+        return _Order(perm, None, None)
+    group = np.cumsum(new) - 1
+    group_end = np.append(np.flatnonzero(new)[1:] - 1, len(s) - 1)
+    return _Order(perm, group, group_end)
+
+
+def centred_ranks(weights: np.ndarray, order: _Order) -> np.ndarray:
+    """Twice the centred average rank, ``2 r - (N + 1)``, of every item under replication.
+
+    Row ``s`` of ``weights (S, P)`` gives each item's number of copies (``N`` in total). In
+    the expanded sample, a tie group (items of equal value, or the copies of one item) of
+    weight ``G`` preceded by weight ``S0`` takes ranks ``S0+1 .. S0+G``, average
+    ``S0 + (G + 1) / 2``: a weighted cumulative sum along the fixed sort order. Doubling keeps
+    every value an integer (exact in floating point).
+
+    Returns:
+        ``(S, P)`` in the original item order.
+    """
+    ws = weights[:, order.perm]
+    cs = np.cumsum(ws, axis=1)
+    total = cs[:, -1:]
+    if order.group is None:
+        xs = 2.0 * cs - ws - total
+    else:
+        end = cs[:, order.group_end]
+        before = np.concatenate([np.zeros((len(cs), 1), cs.dtype), end[:, :-1]], axis=1)
+        xs = (before + end)[:, order.group] - total  # 2 S0 + G - N
+    out = np.empty_like(xs)
+    out[:, order.perm] = xs
+    return out
+
+
+def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise dot products ``(S, P), (S, P) -> (S,)``."""
+    return np.einsum("ij,ij->i", a, b)
+
+
+def weighted_spearman(weights: np.ndarray, order_a: _Order, order_b: _Order) -> np.ndarray:
+    """Spearman correlation of two orderings of ``P`` items under integer replication weights.
+
+    Row ``s`` of ``weights (S, P)`` gives each item's number of copies; the result is the
+    Pearson correlation of the average ranks of the expanded sample (:func:`centred_ranks`),
+    ``nan`` where a variance is zero.
+
+    Args:
+        weights: ``(S, P)`` non-negative integer-valued weights, original item order.
+        order_a, order_b: the items' sort orders under the two value vectors.
+
+    Returns:
+        ``(S,)`` correlations.
+    """
+    x = centred_ranks(weights, order_a)
+    y = centred_ranks(weights, order_b)
+    wx = weights * x
+    return _correlation(_rowdot(wx, y), _rowdot(wx, x), _rowdot(weights * y, y))
+
+
+def _correlation(sxy: np.ndarray, sxx: np.ndarray, syy: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = sxy / np.sqrt(sxx * syy)
+    return np.where((sxx > 0) & (syy > 0), rho, np.nan)
+
+
+def identity_hits(present: np.ndarray, closer: np.ndarray) -> np.ndarray:
+    """Which present facts are retrieved as themselves (§10.1), for many slots at once.
+
+    Args:
+        present: ``(S, m)`` bool, the fact is among the slot's candidates.
+        closer: ``(m, m)`` bool, ``closer[f, g]``: fact ``g != f`` is strictly closer to
+            ``f``'s query-side vector than ``f``'s own counterpart.
+
+    Returns:
+        ``(S, m)`` bool, true where no present fact beats the fact's own counterpart.
+    """
+    return (present.astype(np.float64) @ closer.T.astype(np.float64)) == 0
+
+
+@dataclass
+class KtsSpace:
+    """The family centroids behind KTS, one array per window layer (spec §8.2).
+
+    Attributes:
+        fact_ids: ``(F,)`` aligned with the bootstrap's facts.
+        families: ``(T,)`` centroid families (canonical order).
+        layers: the window layers.
+        has: ``(F, T)`` bool, the fact has the family (``f in D_t``).
+        load: ``load(layer) -> (F, T, k)`` centroids (rows need not be normalised; rows of
+            absent cells are ignored).
+        min_facts: relations with fewer shared facts are skipped (``kts_geo_min_facts``).
+        eps: the composite's and the chance correction's guard.
+    """
+
+    fact_ids: np.ndarray
+    families: tuple[str, ...]
+    layers: tuple[int, ...]
+    has: np.ndarray
+    load: Callable[[int], np.ndarray]
+    min_facts: int = 5
+    eps: float = 1e-12
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """Family index pairs ``(i, j)``, ``i < j`` (§11.1)."""
+        T = len(self.families)
+        return [(i, j) for i in range(T) for j in range(i + 1, T)]
+
+    def pair_names(self) -> list[str]:
+        """``"t__t'"`` names of :meth:`pairs` (spec §17.3 keys)."""
+        return [f"{self.families[i]}__{self.families[j]}" for i, j in self.pairs()]
+
+    def subset(self, keep: np.ndarray) -> KtsSpace:
+        """The same space over the facts where ``keep (F,)`` holds."""
+        idx = np.flatnonzero(keep)
+        load = self.load
+        return KtsSpace(self.fact_ids[idx], self.families, self.layers, self.has[idx],
+                        lambda layer: load(layer)[idx], self.min_facts, self.eps)
+
+
+@dataclass(frozen=True)
+class _PairTables:
+    """One eligible family pair of one relation: shared facts and identity tables (§10)."""
+
+    index: int  # position in KtsSpace.pairs()
+    fam_a: int
+    fam_b: int
+    shared: np.ndarray  # (n_r,) bool
+    closer_ab: np.ndarray  # (n_r, n_r) bool, zero outside the shared facts
+    closer_ba: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Geometry:
+    """One relation at one layer: the sort order of its pair distances in each family and
+    the tables of its eligible family pairs."""
+
+    iu: np.ndarray  # (P,) first fact of each within-relation pair, f < g
+    ju: np.ndarray
+    orders: dict[int, _Order]  # family -> order of the P distances 1 - cos
+    pairs: list[_PairTables]
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    norms = np.linalg.norm(x, axis=-1, keepdims=True)
+    return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
+
+
+def _geometry(V: np.ndarray, has: np.ndarray, pairs: Sequence[tuple[int, int]],
+              min_facts: int) -> _Geometry:
+    """Precompute one relation: ``V (n_r, T, k)`` centroids, ``has (n_r, T)``.
+
+    A pair is eligible with at least ``min_facts`` shared facts (§9.1). Distances of absent
+    cells are placeholders: those facts get zero weight in every pair that lacks them.
+    """
+    V = _unit(V)
+    iu, ju = np.triu_indices(len(V), k=1)
+    tables, orders = [], {}
+    for p, (a, b) in enumerate(pairs):
+        shared = has[:, a] & has[:, b]
+        if shared.sum() < min_facts:
+            continue
+        for fam in (a, b):
+            if fam not in orders:
+                orders[fam] = _order(1.0 - np.einsum("ik,ik->i", V[iu, fam], V[ju, fam]))
+        sim = V[:, a] @ V[:, b].T  # sim[f, g] = cos(v_{f,a}, v_{g,b})
+        own = np.diag(sim)
+        outside = ~(shared[:, None] & shared[None, :]) | np.eye(len(V), dtype=bool)
+        closer_ab = (sim > own[:, None]) & ~outside
+        closer_ba = (sim.T > own[:, None]) & ~outside
+        tables.append(_PairTables(p, a, b, shared, closer_ab, closer_ba))
+    return _Geometry(iu, ju, orders, tables)
+
+
+def _geo_scores(geom: _Geometry, counts: np.ndarray, chunk_elements: int) -> np.ndarray:
+    """``(S, n_pairs)`` Spearman rho of every eligible pair for ``counts (S, n_r)``.
+
+    Pairs sharing the same fact set share the pair weights ``c_f c_g`` and each family's
+    ranks; each (shared set, family) is ranked once.
+    """
+    S, P = len(counts), len(geom.iu)
+    rho = np.full((S, len(geom.pairs)), np.nan)
+    groups: dict[bytes, list[int]] = {}
+    for q, t in enumerate(geom.pairs):
+        groups.setdefault(t.shared.tobytes(), []).append(q)
+    step = max(1, chunk_elements // max(P, 1))
+    for members in groups.values():
+        shared = geom.pairs[members[0]].shared
+        for s in range(0, S, step):
+            c = counts[s:s + step] * shared
+            w = c[:, geom.iu] * c[:, geom.ju]
+            ranks, wx, var = {}, {}, {}
+            for q in members:
+                t = geom.pairs[q]
+                for fam in (t.fam_a, t.fam_b):
+                    if fam not in ranks:
+                        ranks[fam] = centred_ranks(w, geom.orders[fam])
+                        wx[fam] = w * ranks[fam]
+                        var[fam] = _rowdot(wx[fam], ranks[fam])
+                rho[s:s + step, q] = _correlation(_rowdot(wx[t.fam_a], ranks[t.fam_b]),
+                                                  var[t.fam_a], var[t.fam_b])
+    return rho
+
+
+def _id_scores(geom: _Geometry, counts: np.ndarray, eps: float
+               ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """``(S, n_pairs)`` chance-corrected identity (clipped) and per pair ``(S, n_r)`` hit
+    rates (mean of both directions) for ``counts (S, n_r)`` (§10.2-10.4)."""
+    adj = np.full((len(counts), len(geom.pairs)), np.nan)
+    hits = []
+    for q, t in enumerate(geom.pairs):
+        c = counts * t.shared
+        present = c > 0
+        h = 0.5 * (identity_hits(present, t.closer_ab).astype(np.float64)
+                   + identity_hits(present, t.closer_ba))
+        n = c.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            top1 = (c * h).sum(axis=1) / n
+            chance = 1.0 / present.sum(axis=1)
+            adj[:, q] = np.where(n > 0, np.clip((top1 - chance) / (1.0 - chance + eps), 0, 1),
+                                 np.nan)
+        hits.append(np.where(t.shared, h, np.nan))
+    return adj, hits
+
+
+@dataclass
+class KtsResult:
+    """KTS point estimates and replicates (``B`` replicates, ``L`` layers, ``P`` pairs).
+
+    Attributes:
+        layers, pairs: the axes' labels.
+        geo_raw, identity: ``(L, P)`` point relation-macro Spearman rho and clipped
+            chance-corrected identity.
+        geo_raw_reps, identity_reps: ``(B, L, P)`` replicates (``None`` for a point-only
+            computation).
+        shared_facts: ``(P,)`` facts shared by each pair; n_relations: ``(P,)`` eligible
+            relations.
+        per_relation_geo, per_relation_id: ``{relation: (L, P)}`` point values (nan where
+            the relation is not eligible).
+        fact_identity: ``(F,)`` per-fact identification rate (mean over layers, eligible
+            pairs and both directions; nan for a fact in no eligible pair).
+    """
+
+    layers: tuple[int, ...]
+    pairs: list[str]
+    geo_raw: np.ndarray
+    identity: np.ndarray
+    shared_facts: np.ndarray
+    n_relations: np.ndarray
+    per_relation_geo: dict[str, np.ndarray]
+    per_relation_id: dict[str, np.ndarray]
+    fact_identity: np.ndarray
+    geo_raw_reps: np.ndarray | None = None
+    identity_reps: np.ndarray | None = None
+    eps: float = 1e-12
+
+    def summary(self, replicates: bool = False) -> dict[str, np.ndarray]:
+        """§9.3-11.2 on the point (``(L, P)``) or the replicates (``(B, L, P)``).
+
+        Returns ``kts_geo_raw_spearman``, ``kts_geo`` (``(rho + 1) / 2``), ``kts_id`` and
+        ``kts`` (harmonic composite per pair and layer), each averaged over pairs then layers
+        (shape ``()`` or ``(B,)``), and the per-pair ``pair_*`` versions averaged over layers
+        (``(P,)`` or ``(B, P)``).
+        """
+        if replicates:
+            if self.geo_raw_reps is None or self.identity_reps is None:
+                raise ValueError("a point-only KTS result has no replicates")
+            geo_raw, ident = self.geo_raw_reps, self.identity_reps
+        else:
+            geo_raw, ident = self.geo_raw, self.identity
+        g = (geo_raw + 1.0) / 2.0
+        comp = 2.0 * g * ident / (g + ident + self.eps)
+        out: dict[str, np.ndarray] = {}
+        with _quiet_nanmean():
+            for name, arr in (("geo_raw_spearman", geo_raw), ("geo", g), ("id", ident),
+                              ("", comp)):
+                per_pair = np.nanmean(arr, axis=-2)
+                out["pair_kts" + (f"_{name}" if name else "")] = per_pair
+                out["kts" + (f"_{name}" if name else "")] = np.nanmean(per_pair, axis=-1)
+        return out
+
+
+def _relation_groups(draws: ClusterDraws | None, fact_relation: np.ndarray
+                     ) -> list[tuple[str, np.ndarray]]:
+    """Per relation: its name and its fact indices (the draws' members when given)."""
+    if draws is not None:
+        return list(zip(draws.relations, draws.members, strict=True))
+    names, codes = np.unique(np.asarray(fact_relation).astype(str), return_inverse=True)
+    return [(str(n), np.flatnonzero(codes == r)) for r, n in enumerate(names)]
+
+
+def _kts(space: KtsSpace, fact_relation: np.ndarray, draws: ClusterDraws | None,
+         chunk_elements: int, progress: Callable[[Any], Any] | None) -> KtsResult:
+    """Shared loop of :func:`kts_point` and :func:`kts_bootstrap` (layer by layer)."""
+    pairs, L, F = space.pairs(), len(space.layers), len(space.fact_ids)
+    groups = _relation_groups(draws, fact_relation)
+    B, K, P = (draws.n_resamples if draws is not None else 0), len(groups), len(pairs)
+    point_g, point_i = np.full((L, K, P), np.nan), np.full((L, K, P), np.nan)
+    reps_g = np.full((B, L, P), np.nan) if draws is not None else None
+    reps_i = np.full((B, L, P), np.nan) if draws is not None else None
+    hit_sum, hit_n = np.zeros(F), np.zeros(F)
+    layers: Any = list(enumerate(space.layers))
+    for li, layer in (progress(layers) if progress is not None else layers):
+        V = np.asarray(space.load(layer))
+        table_g = np.full((B, K, P), np.nan)
+        table_i = np.full((B, K, P), np.nan)
+        for r, (_, mem) in enumerate(groups):
+            geom = _geometry(V[mem], space.has[mem], pairs, space.min_facts)
+            if not geom.pairs:
+                continue
+            cols = [t.index for t in geom.pairs]
+            ones = np.ones((1, len(mem)))
+            point_g[li, r, cols] = _geo_scores(geom, ones, chunk_elements)[0]
+            adj, hits = _id_scores(geom, ones, space.eps)
+            point_i[li, r, cols] = adj[0]
+            for h in hits:
+                ok = np.isfinite(h[0])
+                hit_sum[mem[ok]] += h[0][ok]
+                hit_n[mem[ok]] += 1
+            if draws is not None:
+                counts = draws.counts(r)
+                b, k = draws.slot_index[r][:, 0], draws.slot_index[r][:, 1]
+                table_g[b[:, None], k[:, None], cols] = _geo_scores(geom, counts, chunk_elements)
+                table_i[b[:, None], k[:, None], cols] = _id_scores(geom, counts, space.eps)[0]
+        if draws is not None:
+            with _quiet_nanmean():
+                reps_g[:, li], reps_i[:, li] = np.nanmean(table_g, 1), np.nanmean(table_i, 1)
+    with _quiet_nanmean():
+        geo, ident = np.nanmean(point_g, axis=1), np.nanmean(point_i, axis=1)
+    names = [n for n, _ in groups]
+    return KtsResult(
+        layers=space.layers, pairs=space.pair_names(), geo_raw=geo, identity=ident,
+        shared_facts=np.array([int((space.has[:, i] & space.has[:, j]).sum()) for i, j in pairs]),
+        n_relations=np.isfinite(point_g[0]).sum(axis=0) if L else np.zeros(P, int),
+        per_relation_geo={n: point_g[:, r] for r, n in enumerate(names)},
+        per_relation_id={n: point_i[:, r] for r, n in enumerate(names)},
+        fact_identity=np.where(hit_n > 0, hit_sum / np.maximum(hit_n, 1), np.nan),
+        geo_raw_reps=reps_g, identity_reps=reps_i, eps=space.eps)
+
+
+def kts_point(space: KtsSpace, fact_relation: Sequence[str] | np.ndarray) -> KtsResult:
+    """KTS-Geo, KTS-ID and KTS on the original sample (no resampling), spec §9-11.
+
+    Args:
+        space: centroids of the facts.
+        fact_relation: ``(F,)`` relation of each fact.
+    """
+    return _kts(space, np.asarray(fact_relation), None, 4_000_000, None)
+
+
+def kts_bootstrap(space: KtsSpace, draws: ClusterDraws, *, chunk_elements: int = 500_000,
+                  progress: Callable[[Any], Any] | None = None) -> KtsResult:
+    """KTS point estimates and replicates under ``draws`` (the facts of ``space``).
+
+    Args:
+        space: centroids; ``space.fact_ids`` must be the draws' facts, in order.
+        draws: from :func:`draw_clusters` over the same facts.
+        chunk_elements: bound on the size of one ``(slots, pairs)`` weight block (cache-sized
+            blocks are fastest).
+        progress: optional wrapper of the ``(index, layer)`` list (a progress bar).
+    """
+    if len(space.fact_ids) != draws.n_facts:
+        raise ValueError(f"the space has {len(space.fact_ids)} facts, the draws "
+                         f"{draws.n_facts}")
+    rel = np.asarray(draws.relations)[draws.fact_relation]
+    return _kts(space, rel, draws, chunk_elements, progress)
+
+
+# ================================================================================ intervals
+def interval_record(point: float | None, replicates: np.ndarray | None, *, confidence: float,
+                    **extra: Any) -> dict[str, Any]:
+    """One interval entry: ``{point, low, high, n_valid_resamples, ...extra}``.
+
+    Non-finite replicates (a replicate where the statistic is undefined, e.g. no valid fact)
+    are dropped and counted; with no finite replicate, or no replicates at all, the bounds
+    are ``None``.
+    """
+    out: dict[str, Any] = {"point": _finite_or_none(point), "low": None, "high": None,
+                           "n_valid_resamples": 0}
+    if replicates is not None:
+        reps = np.asarray(replicates, dtype=float)
+        reps = reps[np.isfinite(reps)]
+        out["n_valid_resamples"] = int(reps.size)
+        if reps.size:
+            out["low"], out["high"] = percentile_interval(reps, confidence=confidence)
+    return {**out, **extra}
+
+
+def _finite_or_none(x: Any) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return x if np.isfinite(x) else None

@@ -1,0 +1,150 @@
+"""Verbalized confidence: frozen prompt, strict parser, the elicitation pass, its use."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from calibration_tiny_run import build_run, query_id_of
+
+from fks.configs import load_configs
+from fks.generate.backends.base import GenerationOutput
+from fks.generate.prompts import build_prompt
+from fks.io import read_json, read_jsonl
+from fks.metrics.calibration import (
+    ELICITATION_TEMPLATE,
+    build_elicitation_prompt,
+    elicit_verbalized,
+    parse_verbalized_confidence,
+    run_calibration,
+)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("0.85", (0.85, "ok")),
+    (" 0.85\nQuestion: next one", (0.85, "ok")),
+    ("\n\n  .9.", (0.9, "ok")),
+    ("1", (1.0, "ok")),
+    ("0", (0.0, "ok")),
+    ("1.0", (1.0, "ok")),
+    ("80%", (0.8, "ok")),
+    ("80 %", (0.8, "ok")),
+    ("100%", (1.0, "ok")),
+    ("", (None, "empty")),
+    ("   \n  ", (None, "empty")),
+    ("very likely", (None, "no_number")),
+    ("high", (None, "no_number")),
+    ("85", (None, "out_of_range")),
+    ("1.5", (None, "out_of_range")),
+    ("150%", (None, "out_of_range")),
+    ("about 0.8", (None, "malformed")),
+    ("0.7-0.8", (None, "malformed")),
+    ("0.7 or 0.8", (None, "malformed")),
+    ("8/10", (None, "malformed")),
+    ("-0.2", (None, "malformed")),
+    ("0.8.5", (None, "malformed")),
+    ("1e-3", (None, "malformed")),
+    ("0.9 because Paris is the capital", (None, "malformed")),
+])
+def test_parser_is_strict_and_says_why(text, expected):
+    assert parse_verbalized_confidence(text) == expected
+
+
+def test_parser_reads_only_a_bounded_first_line():
+    assert parse_verbalized_confidence("0." + "9" * 10_000) == (None, "malformed")
+    assert parse_verbalized_confidence("0.5\n" + "x" * 10_000) == (0.5, "ok")
+
+
+def test_elicitation_prompt_is_the_query_prompt_plus_the_frozen_question():
+    q = {"condition_family": "anchor", "query": "What is the capital of France?"}
+    prompt = build_elicitation_prompt(q, "  Paris\nQuestion: ignore this ")
+    assert prompt == ELICITATION_TEMPLATE.format(prompt=build_prompt(q),
+                                                 answer="Paris Question: ignore this")
+    assert prompt.startswith(build_prompt(q) + " Paris")
+    assert prompt.endswith("Probability:")
+
+
+class FakeBackend:
+    """Answers by what the answer is: Paris 0.9, Berlin '85', Tokyo fails, others 80%."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def generate(self, prompts, *, max_new_tokens):
+        self.prompts.extend(prompts)
+        out = []
+        for p in prompts:
+            answer = p.split("\nHow likely")[0].rsplit("Answer: ", 1)[-1]
+            if answer == "Tokyo":
+                out.append(GenerationOutput(text="", status="error", error="boom"))
+            else:
+                text = {"Paris": " 0.9\n", "Berlin": " 85"}.get(answer, " 80%")
+                out.append(GenerationOutput(text=text, n_generated_tokens=2))
+        return out
+
+    def describe(self):
+        return {"backend": self.name}
+
+
+def test_elicitation_pass_writes_resumes_and_feeds_calibrate(tmp_path, tiny_benchmark_dir):
+    run = build_run(tmp_path / "run")
+    backend = FakeBackend()
+    info = elicit_verbalized(run, backend, benchmark=tiny_benchmark_dir, batch_size=4)
+    scored = read_jsonl(run / "scored.jsonl")
+    n_ok = sum(r["status"] == "ok" for r in scored)
+    assert info["n_candidates"] == n_ok == 25 and info["n_written"] == 25
+    rows = read_jsonl(run / "verbalized.jsonl")
+    assert len(rows) == 25 and len({r["query_id"] for r in rows}) == 25
+    by_q = {r["query_id"]: r for r in rows}
+    anchor1 = by_q[query_id_of("fact_000001", "anchor")]
+    assert anchor1["confidence"] == 0.9 and anchor1["parse_status"] == "ok"
+    assert by_q[query_id_of("fact_000002", "anchor")]["parse_status"] == "out_of_range"
+    failed = by_q[query_id_of("fact_000003", "anchor")]
+    assert failed["status"] == "error" and failed["confidence"] is None
+    stage = read_json(run / "evaluation_manifest.json")["stages"]["calibrate_elicit"]
+    assert stage["n_written"] == 25 and stage["backend"] == {"backend": "fake"}
+
+    again = elicit_verbalized(run, FakeBackend(), benchmark=tiny_benchmark_dir)
+    assert again["n_written"] == 0 and again["n_existing"] == 25
+    assert len(read_jsonl(run / "verbalized.jsonl")) == 25
+
+    summary = run_calibration(run, configs=load_configs(), benchmark=tiny_benchmark_dir)
+    verbal = summary["readings"]["anchor"]["sources"]["verbalized"]
+    assert summary["sources"]["verbalized"]["available"]
+    assert verbal["coverage"]["counts"]["valid"] == 2  # Paris 0.9, Airbus 80%
+    assert verbal["coverage"]["invalid_confidence_reasons"] == {
+        "elicitation_error": 1, "parse_out_of_range": 1}
+    assert verbal["figures"]["brier"] == pytest.approx((0.1 ** 2 + 0.2 ** 2) / 2, abs=1e-7)
+
+
+def test_a_tampered_verbalized_row_is_bad_input(tmp_path, tiny_benchmark_dir):
+    from fks.errors import FksInputError
+
+    run = build_run(tmp_path / "run")
+    elicit_verbalized(run, FakeBackend(), benchmark=tiny_benchmark_dir)
+    rows = read_jsonl(run / "verbalized.jsonl")
+    rows[1]["query_id"] = "query_99999999"
+    (run / "verbalized.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(FksInputError, match=r"verbalized.jsonl:2: field 'query_id'"):
+        run_calibration(run, configs=load_configs(), benchmark=tiny_benchmark_dir)
+
+
+@pytest.mark.slow
+def test_elicitation_runs_through_a_real_hf_backend(tmp_path, tiny_benchmark_dir,
+                                                    tiny_model_dir: Path):
+    from fks.generate.backends import make_backend
+
+    run = build_run(tmp_path / "run")
+    backend = make_backend("hf", str(tiny_model_dir), configs=load_configs(), device="cpu")
+    info = elicit_verbalized(run, backend, benchmark=tiny_benchmark_dir, batch_size=8,
+                             max_new_tokens=4)
+    rows = read_jsonl(run / "verbalized.jsonl")
+    assert info["n_written"] == len(rows) == 25
+    # random weights: the text is garbage, and the parser says so instead of guessing
+    for r in rows:
+        assert r["status"] == "ok" and r["n_generated_tokens"] <= 4
+        assert (r["confidence"], r["parse_status"]) == parse_verbalized_confidence(
+            r["raw_response"])
