@@ -86,11 +86,12 @@ def _register_stages() -> None:
     from fks.metrics import cli as metrics_cli
     from fks.pipeline import cli as pipeline_cli
     from fks.report import cli as report_cli
+    from fks.scale import cli as scale_cli
     from fks.score import cli as score_cli
 
     for module in (
         data_cli, generate_cli, score_cli, judge_cli, hidden_cli, metrics_cli, calibration_cli,
-        report_cli, pipeline_cli, harness_cli,
+        report_cli, pipeline_cli, scale_cli, harness_cli,
     ):
         module.register(app)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -291,8 +292,9 @@ def test_fused_with_generation_equals_separate_pass(tiny_model_dir, tiny_benchma
                                    b.layer(layer).astype(np.float32), rtol=2e-3, atol=2e-3)
     # a generation already on disk: the fused run generates nothing, finish() extracts it all
     plain = tmp_path / "plain"
-    generate_run(bench, plain, model="tiny", model_path=str(tiny_model_dir), configs=configs,
-                 backend=backend, batch_size=5)
+    plain.mkdir()
+    for name in ("generations.jsonl", "evaluation_manifest.json"):
+        shutil.copy(tmp_path / "run" / name, plain / name)
     late = FusedExtraction(plain, bench, backend, model_name="tiny")
     generate_run(bench, plain, model="tiny", model_path=str(tiny_model_dir), configs=configs,
                  backend=late.backend, batch_size=5)

@@ -10,6 +10,8 @@ import torch
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss
 
+from fks.metrics._calibration_boot import fact_clustered_replicates
+from fks.metrics.bootstrap import resample_indices
 from fks.metrics.calibration import (
     aurc,
     brier_score,
@@ -23,8 +25,6 @@ from fks.metrics.calibration import (
     risk_coverage_curve,
     wilson_interval,
 )
-from fks.metrics._calibration_boot import fact_clustered_replicates
-from fks.metrics.bootstrap import resample_indices
 
 
 def reference(confidence, correct, bins=10):

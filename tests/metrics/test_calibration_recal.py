@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from sklearn.isotonic import IsotonicRegression
 
+from fks.metrics._calibration_recal import split_mask
 from fks.metrics.calibration import (
     SPLIT_SALT,
     apply_temperature,
@@ -16,7 +17,6 @@ from fks.metrics.calibration import (
     recalibration_report,
     split_of_fact,
 )
-from fks.metrics._calibration_recal import split_mask
 
 
 def _sample(n_facts=400, per_fact=3, temperature=2.5, seed=0):

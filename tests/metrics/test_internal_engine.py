@@ -323,3 +323,30 @@ def test_transport_choices(world, tmp_path):
         run_internal_metrics(run, benchmark=bench, configs=configs(tmp_path))
     with pytest.raises(FksInputError, match="transport"):
         run_internal_metrics(run, benchmark=bench, configs=configs(tmp_path), transport="x")
+
+
+def _fks(*args) -> int:
+    from fks.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    return int(exc.value.code or 0)
+
+
+def test_cli_metrics_internal_part(world, tmp_path, capsys):
+    root, bench, run0 = world
+    run = tmp_path / "run"
+    shutil.copytree(run0, run, ignore=shutil.ignore_patterns("metrics"))
+    assert _fks("metrics", run, "--part", "internal", "--benchmark", bench.root) == 0
+    assert (run / "metrics" / "kts_model_summary.json").is_file()
+    # the benchmark path comes from the run manifest when not given
+    manifest = json.loads((run / "evaluation_manifest.json").read_text())
+    manifest["benchmark"] = {"path": str(bench.root)}
+    (run / "evaluation_manifest.json").write_text(json.dumps(manifest))
+    assert _fks("metrics", run, "--part", "internal", "--transport", "raw") == 0
+    assert json.loads((run / "metrics" / "iss_model_summary.json").read_text())[
+        "transport"] == "raw"
+    shutil.rmtree(run / "jlens")
+    capsys.readouterr()
+    assert _fks("metrics", run, "--part", "internal") == 2
+    assert "--transport raw" in capsys.readouterr().err

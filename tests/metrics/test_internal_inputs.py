@@ -23,6 +23,7 @@ def _run(run, bench, tmp_path, **kw):
     return run_internal_metrics(run, benchmark=bench, configs=configs(tmp_path), **kw)
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")
 @pytest.mark.parametrize("value", [np.nan, np.inf, 1e6])  # 1e6 overflows float16 to inf
 def test_non_finite_row_names_query_and_layer(bench, tmp_path, value):
     base = planted_states(bench, d=D, n_layers=L)

@@ -79,7 +79,7 @@ class TrainingPlan:
     corpus: tuple[str, ...]
 
     def role_counts(self) -> dict[str, int]:
-        """Number of facts per role."""
+        """Count the facts of each role."""
         counts = dict.fromkeys(ROLES, 0)
         for role in self.roles.values():
             counts[role] += 1
@@ -121,7 +121,7 @@ def assign_roles(fact_relations: dict[str, str]) -> dict[str, str]:
 
 
 def _held_out(queries: Sequence[Query]) -> set[str]:
-    """The one held-out query of each (fact, family) in :data:`_ALL_BUT_ONE` with >= 2 queries."""
+    """Pick the held-out query of each (fact, family) of :data:`_ALL_BUT_ONE` with >= 2 queries."""
     groups: dict[tuple[str, str], list[Query]] = defaultdict(list)
     for q in queries:
         if q.condition_family in _ALL_BUT_ONE:
@@ -131,7 +131,7 @@ def _held_out(queries: Sequence[Query]) -> set[str]:
 
 
 def _taught(q: Query, role: str, held_out: set[str]) -> bool:
-    """Is query ``q`` of a fact with ``role`` in the training set?"""
+    """Tell whether query ``q`` of a fact with ``role`` is in the training set."""
     if role == "unseen" or not q.use_for_main_forward or q.target_slot != "object":
         return False
     if q.condition_family == "anchor":

@@ -59,7 +59,7 @@ class DemoModelConfig:
     warmup_steps: int = 20
     weight_decay: float = 0.01
     seed: int = 20260101
-    threads: int = 2
+    threads: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-ready)."""
@@ -120,7 +120,7 @@ def _batch(rows: list[tuple[list[int], int]], pad_id: int) -> dict[str, Any]:
 
 
 def _batches(n: int, size: int, steps: int, generator: Any) -> Iterator[list[int]]:
-    """``steps`` index batches from consecutive seeded permutations of ``range(n)``."""
+    """Yield ``steps`` index batches from consecutive seeded permutations of ``range(n)``."""
     import torch
 
     order: list[int] = []

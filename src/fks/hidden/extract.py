@@ -3,7 +3,8 @@
 The prompt is exactly the one generation saw: :func:`fks.generate.prompts.build_prompt` for the
 string and :func:`fks.generate.prompts.encode_prompt` for the token ids (the same special tokens
 and the same cut to ``max_prompt_len``). Position ids follow the attention mask as in
-``generate``, so a prompt's states do not depend on the padding side or on its batch.
+``generate``, so a prompt's states do not depend on the padding side or on its batch (up to
+floating-point summation order).
 
 Which queries: those whose own ``use_for_main_forward`` is true; with ``reverse=True`` /
 ``recognition=True`` also those whose ``use_for_reverse_analysis`` /
@@ -51,6 +52,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
 
 def select_queries(
     queries: Sequence[Query], *, reverse: bool = False, recognition: bool = False

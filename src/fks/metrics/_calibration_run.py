@@ -65,6 +65,7 @@ from fks.metrics._calibration_verbalized import (
     VerbalizedRecord,
     parse_verbalized_confidence,
 )
+from fks.metrics.behavior import ANCHOR_FAMILY
 
 __all__ = [
     "SOURCES",
@@ -83,7 +84,7 @@ log = logging.getLogger(__name__)
 SUMMARY_NAME = "calibration_summary.json"
 PER_QUERY_NAME = "calibration_per_query.jsonl"
 SCHEMA_VERSION = "fks-calibration-v1"
-ANCHOR_FAMILY = "anchor"
+
 #: log-probabilities above this are invalid (a log-probability is <= 0; tiny positive
 #: values from float rounding are set to 0)
 LOGPROB_TOLERANCE = 1e-4
@@ -497,27 +498,36 @@ def load_run(run_dir: str | Path, *, main_families: Sequence[str],
 
 
 # ============================================================================ figures
-def _coverage(rows: Sequence[QueryRow], source: str) -> dict[str, Any]:
+#: one row of a reading with its outcome for one source: (row, outcome, reason)
+Scored = tuple[QueryRow, str, str | None]
+
+
+def _score_rows(rows: Sequence[QueryRow], source: str) -> list[Scored]:
+    """Each row with its outcome for ``source`` (computed once, reused by every slice)."""
+    return [(r, *r.outcome_for(source)) for r in rows]
+
+
+def _coverage(items: Sequence[Scored]) -> dict[str, Any]:
     """Outcome counts (every outcome listed, zeros included) and the two coverages."""
-    outcomes = [r.outcome_for(source) for r in rows]
-    counts = Counter(o for o, _ in outcomes)
+    counts = Counter(o for _, o, _ in items)
     answered = counts["valid"] + counts["invalid_confidence"]
-    n = len(rows)
+    n = len(items)
     return {
         "n_queries": n, "counts": {o: counts.get(o, 0) for o in OUTCOMES},
         "n_answered": answered,
-        "n_correct_answered": sum(1 for r in rows if r.outcome == "answered" and r.correct),
+        "n_correct_answered": sum(1 for r, _, _ in items if r.outcome == "answered" and r.correct),
         "invalid_confidence_reasons": dict(sorted(Counter(
-            why or "unknown" for o, why in outcomes if o == "invalid_confidence").items())),
+            why or "unknown" for _, o, why in items if o == "invalid_confidence").items())),
         "confidence_coverage": counts["valid"] / answered if answered else None,
         "end_to_end_coverage": counts["valid"] / n if n else None,
         "answer_coverage": answered / n if n else None,
     }
 
 
-def _valid_arrays(rows: Sequence[QueryRow], source: str
+def _valid_arrays(items: Sequence[Scored], source: str
                   ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    keep = [r for r in rows if r.outcome_for(source)[0] == "valid"]
+    """``(p, y, fact_ids)`` of the valid rows."""
+    keep = [r for r, o, _ in items if o == "valid"]
     p = np.array([r.confidence[source][0] for r in keep], dtype=float)
     y = np.array([r.correct for r in keep], dtype=float)
     return p, y, [r.fact_id for r in keep]
@@ -549,17 +559,18 @@ def _slice_figures(p: np.ndarray, y: np.ndarray, facts: list[str], s: Calibratio
     }
 
 
-def _slices(rows: Sequence[QueryRow], source: str, s: CalibrationSettings) -> dict[str, Any]:
+def _slices(items: Sequence[Scored], source: str, s: CalibrationSettings) -> dict[str, Any]:
+    """Coverage and figures (with fact-clustered intervals) per value of each slice."""
     out: dict[str, Any] = {}
     for dim in SLICE_DIMENSIONS:
-        groups: dict[str, list[QueryRow]] = {}
-        for r in rows:
-            groups.setdefault(_slice_value(r, dim), []).append(r)
+        groups: dict[str, list[Scored]] = {}
+        for it in items:
+            groups.setdefault(_slice_value(it[0], dim), []).append(it)
         out[dim] = {}
         for value in sorted(groups):
             part = groups[value]
             p, y, facts = _valid_arrays(part, source)
-            out[dim][value] = {"coverage": _coverage(part, source),
+            out[dim][value] = {"coverage": _coverage(part),
                                "figures": _slice_figures(p, y, facts, s) if p.size else None}
     return out
 
@@ -567,8 +578,9 @@ def _slices(rows: Sequence[QueryRow], source: str, s: CalibrationSettings) -> di
 def source_block(rows: Sequence[QueryRow], source: str, s: CalibrationSettings
                  ) -> dict[str, Any]:
     """Coverage, figures, intervals, reliability/risk-coverage data, slices, recalibration."""
-    block: dict[str, Any] = {"available": True, "coverage": _coverage(rows, source)}
-    p, y, facts = _valid_arrays(rows, source)
+    items = _score_rows(rows, source)
+    block: dict[str, Any] = {"available": True, "coverage": _coverage(items)}
+    p, y, facts = _valid_arrays(items, source)
     if p.size == 0:
         block.update(figures=None, reason="no valid (confidence, outcome) pair")
         return block
@@ -582,7 +594,7 @@ def source_block(rows: Sequence[QueryRow], source: str, s: CalibrationSettings
         level=s.level, seed=s.seed, with_aurc=True)
     block["reliability"] = report["reliability"]
     block["risk_coverage"] = report["risk_coverage"]
-    block["slices"] = _slices(rows, source, s)
+    block["slices"] = _slices(items, source, s)
     block["recalibration"] = recalibration_report(
         p, y, facts, bins=s.bins, dev_fraction=s.dev_fraction, eps=s.nll_eps)
     return block
@@ -661,6 +673,33 @@ def _family_list(main_families: Sequence[str]) -> dict[str, list[str]]:
     return {ANCHOR_FAMILY: [ANCHOR_FAMILY], "main_families": list(main_families)}
 
 
+def _header(inputs: RunInputs, s: CalibrationSettings, missing: dict[str, str],
+            families: dict[str, list[str]], main_families: list[str]) -> dict[str, Any]:
+    """Build the summary's description part: event, sources, outcome rules, settings, inputs."""
+    return {
+        "schema_version": SCHEMA_VERSION, "model": inputs.model,
+        "event": {"definition": "the answer to a query is correct: judged correctness CORRECT "
+                                "-> 1, INCORRECT -> 0 (every other verdict is an outcome of its "
+                                "own, see outcome_definitions)",
+                  "readings": families,
+                  "membership": "each record's use_for_main_forward, intersected with the "
+                                "reading's families"},
+        "sources": {src: {"description": d, "available": src not in missing,
+                          **({"reason": missing[src]} if src in missing else {})}
+                    for src, d in SOURCES.items()},
+        "outcome_definitions": OUTCOME_DEFINITIONS,
+        "outcome_precedence": list(OUTCOME_PRECEDENCE),
+        "settings": s.describe(), "main_families": main_families,
+        "benchmark": inputs.benchmark, "n_queries": len(inputs.rows),
+        "n_benchmark_queries_not_selected": inputs.n_not_selected,
+        "behavior_file_check": inputs.behavior_check,
+        "semantic_entropy": {"status": "not_computed",
+                             "reason": "needs k sampled answers per query at a frozen "
+                                       "temperature; fks's backends decode greedily only"},
+        "readings": {},
+    }
+
+
 def run_calibration(
     run_dir: str | Path, *, configs: ConfigSet, benchmark: str | Path | Benchmark | None = None,
     settings: CalibrationSettings | None = None, plots: bool = False,
@@ -692,37 +731,17 @@ def run_calibration(
     available = [src for src in SOURCES if src not in missing]
     readings = readings_of(main_families)
     families = _family_list(main_families)
-    summary: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION, "model": inputs.model,
-        "event": {"definition": "the answer to a query is correct: judged correctness CORRECT "
-                                "-> 1, INCORRECT -> 0 (every other verdict is an outcome of its "
-                                "own, see outcome_definitions)",
-                  "readings": families,
-                  "membership": "each record's use_for_main_forward, intersected with the "
-                                "reading's families"},
-        "sources": {src: {"description": d, "available": src not in missing,
-                          **({"reason": missing[src]} if src in missing else {})}
-                    for src, d in SOURCES.items()},
-        "outcome_definitions": OUTCOME_DEFINITIONS,
-        "outcome_precedence": list(OUTCOME_PRECEDENCE),
-        "settings": s.describe(), "main_families": main_families,
-        "benchmark": inputs.benchmark, "n_queries": len(inputs.rows),
-        "n_benchmark_queries_not_selected": inputs.n_not_selected,
-        "behavior_file_check": inputs.behavior_check,
-        "semantic_entropy": {"status": "not_computed",
-                             "reason": "needs k sampled answers per query at a frozen "
-                                       "temperature; fks's backends decode greedily only"},
-        "readings": {},
-    }
+    summary = _header(inputs, s, missing, families, main_families)
     for name, keep in readings.items():
         rows = [r for r in inputs.rows if keep(r)]
         summary["readings"][name] = _reading(rows, available, missing, families[name], s)
+    summary["created_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    summary["inputs"] = inputs.files
+    _finite(summary)
     out_dir = run_dir / "metrics"
     atomic_write_jsonl(out_dir / PER_QUERY_NAME,
                        _per_query_rows(inputs.model, inputs.rows, readings, available, s))
-    summary["created_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    summary["inputs"] = inputs.files
-    atomic_write_json(out_dir / SUMMARY_NAME, _finite(summary))
+    atomic_write_json(out_dir / SUMMARY_NAME, summary)
     outputs = [SUMMARY_NAME, PER_QUERY_NAME]
     if plots:
         from fks.metrics._calibration_plots import write_plots

@@ -23,7 +23,7 @@ Statuses: ``ok``, ``empty``, ``no_number``, ``malformed`` (digits with anything 
 line: ``about 0.8``, ``0.7-0.8``, ``8/10``), ``out_of_range`` (``85``, ``150%``).
 
 Model text is untrusted: it is only matched against the regular expression, never evaluated,
-and only the first 200 characters of the line are looked at.
+and a first line longer than 200 characters is ``malformed`` without being parsed.
 
 :func:`elicit_verbalized` runs the pass through any generation backend
 (:func:`fks.generate.backends.make_backend`) and writes ``RUN/verbalized.jsonl`` in durable
@@ -131,7 +131,8 @@ def parse_verbalized_confidence(text: str) -> tuple[float | None, ParseStatus]:
     line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
     if not line:
         return None, "empty"
-    line = line[:_MAX_LINE]
+    if len(line) > _MAX_LINE:  # never cut a number short; no probability is this long
+        return None, "malformed"
     if not any(ch.isdigit() for ch in line):
         return None, "no_number"
     m = _NUMBER.match(line)

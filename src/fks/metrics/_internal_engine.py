@@ -35,7 +35,6 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +44,7 @@ from fks.configs import FAMILIES, ConfigSet
 from fks.data.load import Benchmark, load_benchmark
 from fks.errors import FksInputError
 from fks.hidden.store import HiddenStore, layer_filename
-from fks.io import atomic_path, atomic_write_json, atomic_write_jsonl, iter_jsonl, sha256_file
+from fks.io import atomic_path, iter_jsonl, sha256_file
 from fks.log import progress_bar
 from fks.metrics._negatives import (
     load_or_create_negatives,
@@ -53,10 +52,9 @@ from fks.metrics._negatives import (
 )
 from fks.metrics._sanity import SanityTolerances
 from fks.metrics._scores import (
+    BlockGrams,
     Negatives,
-    RelationGrams,
     iss_from_pairs,
-    kts_macro,
     kts_pair,
     pair_scores,
 )
@@ -104,8 +102,10 @@ def window_layers(n_layers: int, min_frac: float) -> list[int]:
 
 
 def representative_layer(window: Sequence[int], n_layers: int, min_frac: float) -> int:
-    """The window layer whose depth is closest to the window's middle ``(min_frac + 1) / 2``
-    (ties: the deeper one) -- where the sanity checks run."""
+    """Pick the window layer whose depth is closest to the middle ``(min_frac + 1) / 2``.
+
+    Ties go to the deeper layer. The sanity checks run there.
+    """
     mid = (min_frac + 1.0) / 2.0
     return min(window, key=lambda x: (abs(_depth(x, n_layers) - mid), -x))
 
@@ -212,7 +212,7 @@ def load_layer(store: HiddenStore, layer: int, design: Design,
 
 def _load_transport(run_dir: Path, transport: str, window: Sequence[int],
                     d: int) -> dict[int, np.ndarray] | None:
-    """The J-Lens matrices of the window layers (None for ``raw``), checked."""
+    """Load and check the J-Lens matrices of the window layers (None for ``raw``)."""
     if transport not in TRANSPORTS:
         raise FksInputError(f"transport must be one of {TRANSPORTS}; got {transport!r}",
                             field="transport")
@@ -267,7 +267,7 @@ class Selection:
 
 def _selections(design: Design, readings: Mapping[str, list[str]], coverages: Sequence[str],
                 groups: np.ndarray | None) -> list[Selection]:
-    """Readings x coverage modes x (all, real, copy), and behaviour groups (primary reading)."""
+    """List readings x coverage modes x (all, real, copy) and the behaviour groups."""
     F = len(design.fact_ids)
     subsets = {"all": np.ones(F, bool), "real": ~design.copy, "copy": design.copy}
     out = []
@@ -319,10 +319,9 @@ def score_layer(V: np.ndarray, design: Design, neg: Negatives, pairs: Sequence[t
                 *, min_facts: int, eps: float) -> tuple[dict[str, Any], dict[Any, Any]]:
     """ISS per reading and KTS per distinct (pair, selection mask) of one layer."""
     has = design.has
-    ps = pair_scores(V, has, neg, pairs)
+    grams = BlockGrams(V, neg.blocks)  # one block per relation code, shared by ISS and KTS
+    ps = pair_scores(V, has, neg, pairs, grams)
     iss = {r: iss_from_pairs(ps, sel, eps) for r, sel in reading_pairs.items()}
-    rel_index = [np.flatnonzero(design.fact_relation == r) for r in range(len(design.relations))]
-    grams = RelationGrams(V, rel_index)
     kts: dict[tuple[int, bytes], dict[str, dict[str, Any]]] = {}
     for sel in selections:
         key = _mask_key(sel.mask)
@@ -494,8 +493,10 @@ def run_internal_metrics(
 
 def internal_part(run_dir: str | Path, configs: ConfigSet, *, transport: str = "jlens",
                   benchmark: str | Path | None = None) -> dict[str, Any]:
-    """``fks metrics RUN --part internal``: the benchmark comes from ``benchmark`` or the run
-    manifest's ``benchmark.path``."""
+    """Run ``fks metrics RUN --part internal``.
+
+    The benchmark comes from ``benchmark`` or the run manifest's ``benchmark.path``.
+    """
     from fks.generate.manifest import MANIFEST_NAME, read_run_manifest
 
     if benchmark is None:

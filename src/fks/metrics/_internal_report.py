@@ -12,7 +12,7 @@ same, §11.1); the window mean over layers. Raw ISS is what is averaged; ``iss_c
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ _KTS_KEYS = ("kts_geo_raw_spearman", "kts_geo", "kts_id", "kts", "kts_id_unclipp
 
 
 def _f(x: Any) -> float | None:
-    """A float for JSON, None for NaN/None."""
+    """Convert to a JSON float (None for NaN/None)."""
     if x is None:
         return None
     x = float(x)
@@ -119,27 +119,28 @@ def _fact_rows(ctx: _Context, stacks: dict[str, dict[str, np.ndarray]], model: s
     return rows
 
 
+def _layer_fields(r: dict[str, np.ndarray], i: int) -> dict[str, Any]:
+    """ISS fields of fact ``i`` in one reading's per-layer arrays."""
+    v = _f(r["iss"][i])
+    return {"s_positive": _f(r["s_positive"][i]), "s_background": _f(r["s_background"][i]),
+            "iss": v, "iss_clip": None if v is None else float(np.clip(v, -1.0, 1.0)),
+            "n_pairs": int(r["n_pairs"][i]), "n_background_pairs": int(r["n_background_pairs"][i]),
+            "status": str(r["status"][i])}
+
+
 def _fact_layer_rows(ctx: _Context, stacks: dict[str, dict[str, np.ndarray]], model: str,
-                     layers: Sequence[LayerScores]):
-    """``iss_per_fact_layer.jsonl`` rows (a generator: F x L_w rows)."""
+                     layers: Sequence[LayerScores]) -> Iterator[dict[str, Any]]:
+    """Yield the ``iss_per_fact_layer.jsonl`` rows (F x L_w of them)."""
     d, names = ctx.design, list(stacks)
     n_layers = ctx.store.n_layers
-    for li, ls in enumerate(layers):
+    for ls in layers:
         per = {n: ls.iss[n] for n in names}
         for i, fid in enumerate(d.fact_ids.tolist()):
-            def one(r: dict[str, np.ndarray]) -> dict[str, Any]:
-                v = _f(r["iss"][i])
-                return {"s_positive": _f(r["s_positive"][i]),
-                        "s_background": _f(r["s_background"][i]), "iss": v,
-                        "iss_clip": None if v is None else float(np.clip(v, -1.0, 1.0)),
-                        "n_pairs": int(r["n_pairs"][i]),
-                        "n_background_pairs": int(r["n_background_pairs"][i]),
-                        "status": str(r["status"][i])}
             yield {"model": model, "fact_id": fid, "relation": d.relations[d.fact_relation[i]],
                    "layer": ls.layer, "depth": ls.layer / max(n_layers - 1, 1),
-                   "transport": ctx.transport, "reading": names[0], **one(per[names[0]]),
-                   "other_readings": {n: one(per[n]) for n in names[1:]}}
-        del li
+                   "transport": ctx.transport, "reading": names[0],
+                   **_layer_fields(per[names[0]], i),
+                   "other_readings": {n: _layer_fields(per[n], i) for n in names[1:]}}
 
 
 # ================================================================================== KTS

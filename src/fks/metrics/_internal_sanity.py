@@ -24,8 +24,8 @@ from fks.metrics._sanity import (
     summarize_checks,
 )
 from fks.metrics._scores import (
+    BlockGrams,
     Negatives,
-    RelationGrams,
     iss_from_pairs,
     kts_macro,
     kts_pair,
@@ -40,8 +40,10 @@ __all__ = ["permute_within", "headline_scores", "run_sanity_checks"]
 
 
 def permute_within(codes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """A random permutation ``perm`` with ``codes[perm] == codes``: rows are shuffled only
-    among rows of the same code (stratum)."""
+    """Draw a random permutation ``perm`` with ``codes[perm] == codes``.
+
+    Rows are shuffled only among rows of the same code (stratum).
+    """
     n = len(codes)
     shuffled = np.lexsort((rng.random(n), codes))
     base = np.argsort(codes, kind="stable")
@@ -60,7 +62,8 @@ def headline_scores(V: np.ndarray, design: Design, neg: Negatives, ctx: _Context
     m = ctx.configs.metrics
     sel = ctx.selections[0]
     select = ctx.reading_pairs[sel.reading]
-    iss = iss_from_pairs(pair_scores(V, design.has, neg, ctx.pairs), select, m.eps)
+    grams = BlockGrams(V, ctx.neg.blocks)  # relation blocks (KTS, same-relation negatives)
+    iss = iss_from_pairs(pair_scores(V, design.has, neg, ctx.pairs, grams), select, m.eps)
     keep = sel.mask & iss["defined"]
     out: dict[str, Any] = {
         "iss": _mean(iss["iss"][keep]), "s_positive": _mean(iss["s_positive"][keep]),
@@ -69,8 +72,6 @@ def headline_scores(V: np.ndarray, design: Design, neg: Negatives, ctx: _Context
     }
     if not with_kts:
         return out
-    rel_index = [np.flatnonzero(design.fact_relation == r) for r in range(len(design.relations))]
-    grams = RelationGrams(V, rel_index)
     macros = []
     for p in np.flatnonzero(select):
         i, j = ctx.pairs[p]
@@ -166,8 +167,11 @@ def _raw_vs_transported(ctx: _Context, layer: int, main_iss: np.ndarray,
 
 def _label_shuffle(ctx: _Context, layer: int, q: np.ndarray, real: dict[str, Any],
                    tol: SanityTolerances, rng: np.random.Generator) -> dict[str, Any]:
-    """§18.3: family labels permuted within each fact; centroids rebuilt (the criterion), and
-    the whole pipeline refitted on the shuffled labels (reported)."""
+    """Run §18.3 with family labels permuted within each fact.
+
+    The centroids are rebuilt (the criterion), and the whole pipeline is refitted on the
+    shuffled labels (reported only).
+    """
     from fks.metrics._internal_engine import load_layer
 
     m = ctx.configs.metrics

@@ -48,13 +48,15 @@ def _fact_seed(fact_id: str) -> int:
 
 def sample_negatives(fact_ids: Sequence[str], relations: Sequence[str], *, max_per_fact: int,
                      seed: int) -> dict[str, list[str]]:
-    """``{fact_id: sorted negative fact ids}`` by the module's rule (facts paired with their
-    relation ids)."""
+    """Sample ``{fact_id: sorted negative fact ids}`` by the module's rule.
+
+    ``fact_ids`` and ``relations`` are parallel (each fact's relation id).
+    """
     by_rel: dict[str, list[str]] = defaultdict(list)
     for fid, rel in zip(fact_ids, relations, strict=True):
         by_rel[rel].append(fid)
     out: dict[str, list[str]] = {}
-    for rel, members in by_rel.items():
+    for members in by_rel.values():
         members = sorted(members)
         for fid in members:
             cand = [g for g in members if g != fid]
@@ -68,7 +70,7 @@ def sample_negatives(fact_ids: Sequence[str], relations: Sequence[str], *, max_p
 
 def negatives_document(fact_ids: Sequence[str], relations: Sequence[str], *, checksum: str,
                        max_per_fact: int, seed: int) -> dict[str, Any]:
-    """The stored JSON object: rule, benchmark checksum, seed, size and the lists."""
+    """Build the stored JSON object: rule, benchmark checksum, seed, size and the lists."""
     return {
         "format": NEGATIVES_FORMAT,
         "rule": "same relation, other facts sorted by fact_id; at most max_per_fact, drawn "
@@ -144,8 +146,10 @@ def load_or_create_negatives(
 
 def negatives_from_lists(lists: Mapping[str, Sequence[str]], fact_ids: Sequence[str],
                          fact_relation: np.ndarray) -> Negatives:
-    """Index arrays of stored lists; blocks are the relations (negatives share the relation).
-    Padding entries point at the fact itself and are masked out."""
+    """Turn stored lists into index arrays; block ``r`` holds the facts of relation code ``r``.
+
+    Padding entries point at the fact itself and are masked out.
+    """
     pos = {fid: i for i, fid in enumerate(fact_ids)}
     F = len(fact_ids)
     K = max((len(lists[f]) for f in fact_ids), default=0)
@@ -155,13 +159,16 @@ def negatives_from_lists(lists: Mapping[str, Sequence[str]], fact_ids: Sequence[
         neg = [pos[g] for g in lists[fid]]
         idx[i, :len(neg)] = neg
         mask[i, :len(neg)] = True
-    blocks = tuple(np.flatnonzero(fact_relation == r) for r in np.unique(fact_relation))
+    n_rel = int(fact_relation.max(initial=-1)) + 1
+    blocks = tuple(np.flatnonzero(fact_relation == r) for r in range(n_rel))
     return Negatives(idx=idx, mask=mask, blocks=blocks)
 
 
 def random_negatives(fact_relation: np.ndarray, counts: np.ndarray, seed: int) -> Negatives:
-    """Random negatives from *other* relations (the §18.4 comparison): fact ``f`` gets
-    ``counts[f]`` facts drawn without replacement from the facts of other relations."""
+    """Draw random negatives from *other* relations (the §18.4 comparison).
+
+    Fact ``f`` gets ``counts[f]`` facts drawn without replacement from other relations.
+    """
     rng = np.random.default_rng(seed)
     F = len(fact_relation)
     K = int(max(counts.max(initial=0), 1))

@@ -93,8 +93,11 @@ def _near(value: float | None, tol: float) -> bool | None:
 
 def check_query_shuffle(real: dict[str, Any], shuffled: dict[str, Any],
                         tol: SanityTolerances) -> dict[str, Any]:
-    """§18.1 from two score dicts (keys ``iss``, ``kts_geo_raw_spearman``, ``top1``,
-    ``chance``, ``kts_id``; None where undefined)."""
+    """Apply §18.1 to two score dicts.
+
+    Keys: ``iss``, ``kts_geo_raw_spearman``, ``top1``, ``chance``, ``kts_id`` (None where
+    undefined).
+    """
     drop = None if real["iss"] is None or shuffled["iss"] is None \
         else real["iss"] - shuffled["iss"]
     id_excess = None if shuffled["top1"] is None else shuffled["top1"] - shuffled["chance"]
@@ -199,7 +202,7 @@ def check_raw_vs_transported(iss_raw: np.ndarray | None, iss_transported: np.nda
 
 
 def summarize_checks(checks: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Counts of pass / fail / not applicable and the failing check names."""
+    """Count pass / fail / not applicable and list the failing checks."""
     statuses = {k: v["status"] for k, v in checks.items()}
     return {
         "all_pass": all(s != "fail" for s in statuses.values()),

@@ -20,7 +20,6 @@ harmonic composite ``2 g i / (g + i + eps)``.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +32,7 @@ __all__ = [
     "PairScores",
     "pair_scores",
     "iss_from_pairs",
+    "BlockGrams",
     "RelationGrams",
     "kts_pair",
     "kts_macro",
@@ -73,24 +73,31 @@ class PairScores:
 
 
 def pair_scores(V: np.ndarray, has: np.ndarray, neg: Negatives,
-                pairs: Sequence[tuple[int, int]]) -> PairScores:
-    """Positive similarity and symmetric background of every fact for every pair (§7.7-7.8)."""
+                pairs: Sequence[tuple[int, int]],
+                grams: BlockGrams | None = None) -> PairScores:
+    """Positive similarity and symmetric background of every fact for every pair (§7.7-7.8).
+
+    ``grams`` (built on ``neg.blocks``) shares the per-block cosines with KTS.
+    """
+    if grams is None or grams.blocks is not neg.blocks:
+        grams = BlockGrams(V, neg.blocks)
     F, P = V.shape[0], len(pairs)
     pos = np.zeros((F, P))
     bg = np.zeros((F, P))
     bg_n = np.zeros((F, P), dtype=np.int64)
     local = np.zeros(F, dtype=np.int64)
-    for b in neg.blocks:
+    for k, b in enumerate(neg.blocks):
+        if not len(b):
+            continue
         local[b] = np.arange(len(b))
         rows = np.arange(len(b))[:, None]
         nb, mb = local[neg.idx[b]], neg.mask[b]
         for p, (i, j) in enumerate(pairs):
-            S = V[b, i] @ V[b, j].T
+            S = grams.cross(k, i, j)
             pos[b, p] = np.diagonal(S)
             both = has[:, i] & has[:, j]
             m = mb & both[neg.idx[b]]
-            A = 0.5 * (S + S.T)
-            bg[b, p] = np.where(m, A[rows, nb], 0.0).sum(axis=1)
+            bg[b, p] = np.where(m, 0.5 * (S[rows, nb] + S.T[rows, nb]), 0.0).sum(axis=1)
             bg_n[b, p] = m.sum(axis=1)
     pos_ok = np.stack([has[:, i] & has[:, j] for i, j in pairs], axis=1) if P else \
         np.zeros((F, 0), bool)
@@ -122,40 +129,55 @@ def iss_from_pairs(ps: PairScores, select: np.ndarray, eps: float) -> dict[str, 
 
 
 # ================================================================================== KTS
-class RelationGrams:
-    """Per-relation Gram matrices of one layer, computed once and shared by every pair and
-    selection: ``gram(r, t) = V_t[r] V_t[r]^T`` and ``cross(r, t, t') = V_t[r] V_t'[r]^T``
-    over all facts of relation ``r`` (rows of absent families are zero, masked later)."""
+class BlockGrams:
+    """Cosines within blocks of facts (relations) for one layer, shared by ISS and KTS.
 
-    def __init__(self, V: np.ndarray, rel_index: Sequence[np.ndarray]) -> None:
+    For a block ``b`` of ``n_b`` facts, ``X_b = V[b].reshape(n_b * T, k)`` and one product
+    ``G_b = X_b X_b^T`` holds every within-family Gram and cross-family matrix as strided views:
+    ``cross(b, t, u)[f, g] = <v_{b[f], t}, v_{b[g], u}>`` (rows of absent families are zero
+    and are masked by the callers). Blocks larger than ``FULL_GRAM_MAX_ROWS`` rows compute
+    each ``(t, u)`` product on demand instead. Spearman's ranks of the condensed distance
+    vectors are cached per (block, family, fact subset), so each family's ranks are computed
+    once for all the pairs it enters.
+    """
+
+    FULL_GRAM_MAX_ROWS = 6000
+
+    def __init__(self, V: np.ndarray, blocks: Sequence[np.ndarray]) -> None:
         self.V = V
-        self.rel_index = rel_index
-        self._gram: dict[tuple[int, int], np.ndarray] = {}
-        self._cross: dict[tuple[int, int, int], np.ndarray] = {}
+        self.blocks = blocks
+        self._full: dict[int, np.ndarray] = {}
+        self._ranks: dict[tuple[int, int, bytes], np.ndarray | None] = {}
 
-    def gram(self, r: int, t: int) -> np.ndarray:
-        """``(n_r, n_r)`` cosine matrix within family ``t``."""
-        key = (r, t)
-        if key not in self._gram:
-            X = self.V[self.rel_index[r], t]
-            self._gram[key] = X @ X.T
-        return self._gram[key]
+    def cross(self, b: int, t: int, u: int) -> np.ndarray:
+        """``(n_b, n_b)`` cosines ``<v_{f,t}, v_{g,u}>`` of block ``b`` (rows: family ``t``)."""
+        idx = self.blocks[b]
+        T = self.V.shape[1]
+        if len(idx) * T > self.FULL_GRAM_MAX_ROWS:
+            return self.V[idx, t] @ self.V[idx, u].T
+        if b not in self._full:
+            X = self.V[idx].reshape(len(idx) * T, -1)
+            self._full[b] = X @ X.T
+        return self._full[b][t::T, u::T]
 
-    def cross(self, r: int, t: int, u: int) -> np.ndarray:
-        """``(n_r, n_r)`` cosines ``<v_{f,t}, v_{g,u}>`` (rows: facts in ``t``)."""
-        key = (r, t, u)
-        if key not in self._cross:
-            self._cross[key] = self.V[self.rel_index[r], t] @ self.V[self.rel_index[r], u].T
-        return self._cross[key]
+    def ranks(self, b: int, t: int, sub: np.ndarray) -> np.ndarray | None:
+        """Return centred unit-norm ranks of the condensed ``1 - cos`` within family ``t``.
+
+        Over the facts ``sub`` (positions in block ``b``); None when the distances are constant.
+        """
+        key = (b, t, sub.tobytes())
+        if key not in self._ranks:
+            G = self.cross(b, t, t)[np.ix_(sub, sub)]
+            iu = np.triu_indices(len(sub), k=1)
+            r = scipy.stats.rankdata(1.0 - G[iu])
+            r -= r.mean()
+            norm = float(np.linalg.norm(r))
+            self._ranks[key] = r / norm if norm > 0 else None
+        return self._ranks[key]
 
 
-def _spearman(x: np.ndarray, y: np.ndarray) -> float:
-    """Spearman's rho, NaN when undefined (fewer than 2 values or a constant vector)."""
-    if len(x) < 2:
-        return float("nan")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return float(scipy.stats.spearmanr(x, y).statistic)
+#: the former name (one block per relation)
+RelationGrams = BlockGrams
 
 
 def _identity(S: np.ndarray) -> dict[str, float]:
@@ -178,31 +200,33 @@ def _identity(S: np.ndarray) -> dict[str, float]:
     }
 
 
-def kts_pair(grams: RelationGrams, t: int, u: int, shared: np.ndarray,
+def kts_pair(grams: BlockGrams, t: int, u: int, shared: np.ndarray,
              relations: Sequence[str], *, min_facts: int) -> dict[str, dict[str, Any]]:
     """Per-relation KTS terms of the pair ``(t, u)`` over the facts ``shared (F,) bool``.
 
-    Relations with fewer than ``min_facts`` shared facts are left out (§9.1).
+    ``grams`` has one block per relation (block ``r`` = relation ``relations[r]``). Relations
+    with fewer than ``min_facts`` shared facts are left out (§9.1). Spearman's rho is the
+    Pearson correlation of the two rank vectors (average ranks for ties); None when a rank
+    vector is constant (or has fewer than two entries).
 
     Returns:
         ``{relation: {n, rho, top1_ab, top1_ba, top1, top5, mrr, chance, id_adjusted, id}}``.
     """
     out: dict[str, dict[str, Any]] = {}
-    for r, idx in enumerate(grams.rel_index):
+    for r, idx in enumerate(grams.blocks):
         sub = np.flatnonzero(shared[idx])
         if len(sub) < min_facts:
             continue
-        Ga = grams.gram(r, t)[np.ix_(sub, sub)]
-        Gb = grams.gram(r, u)[np.ix_(sub, sub)]
-        iu = np.triu_indices(len(sub), k=1)
-        rho = _spearman(1.0 - Ga[iu], 1.0 - Gb[iu])
-        out[relations[r]] = {"n": int(len(sub)), "rho": None if np.isnan(rho) else rho,
+        ra, rb = (grams.ranks(r, t, sub), grams.ranks(r, u, sub)) if len(sub) > 2 else \
+            (None, None)
+        rho = None if ra is None or rb is None else float(np.clip(ra @ rb, -1.0, 1.0))
+        out[relations[r]] = {"n": int(len(sub)), "rho": rho,
                              **_identity(grams.cross(r, t, u)[np.ix_(sub, sub)])}
     return out
 
 
 def harmonic(g: float | None, i: float | None, eps: float) -> float | None:
-    """The §11 composite ``2 g i / (g + i + eps)`` (None when a part is undefined)."""
+    """Return the §11 composite ``2 g i / (g + i + eps)`` (None when a part is undefined)."""
     if g is None or i is None:
         return None
     return 2.0 * g * i / (g + i + eps)

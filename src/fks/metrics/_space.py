@@ -15,10 +15,12 @@ Steps 1-3 are linear, so they are composed into one ``(d, k)`` matrix applied to
 residualised *untransported* states: ``z_bar = J h_bar`` (means commute with ``J``), and
 ``Cov(z_bar) = J Cov(h_bar) J^T``, so ``z_tilde = h_bar (J^T W)``. This never forms the
 ``(n, d)`` transported array and costs one ``(d, d)`` covariance, two ``d^3`` products and one
-``(n, d) x (d, k)`` projection per layer. PCA is exact (symmetric eigendecomposition of the
-``d x d`` covariance, top ``k`` pairs), hence deterministic; components whose variance is at
-most ``EIG_RTOL`` times the largest are dropped (they are numerically zero: rank-deficient
-data). The arithmetic follows the input dtype (float32 in production, float64 in tests).
+``(n, d) x (d, k)`` projection per layer. PCA is exact (LAPACK ``evr``: the top ``k``
+eigenpairs of the ``d x d`` covariance), hence deterministic -- the configured seed is
+recorded but not needed (a seeded randomized solver was measured slower here: its QR steps
+cost more than the tridiagonal reduction at d = 2304). Components whose variance is at most
+``EIG_RTOL`` times the largest are dropped (numerically zero: rank-deficient data). The
+arithmetic follows the input dtype (float32 in production, float64 in tests).
 """
 
 from __future__ import annotations
@@ -100,15 +102,17 @@ class Design:
         return self.counts > 0
 
     def centroid_codes(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(in_centroid (n,) bool, code (n,) int)``: the query's centroid family index
-        (``code`` is meaningful only where ``in_centroid``)."""
+        """Return ``(in_centroid (n,) bool, code (n,) int)``, the centroid family codes.
+
+        ``code`` is the query's index in ``families``, meaningful only where ``in_centroid``.
+        """
         lookup = np.array([self.families.index(f) if f in self.families else 0
                            for f in self.all_families], dtype=np.int64)
         member = np.array([f in self.families for f in self.all_families], dtype=bool)
         return member[self.family], lookup[self.family]
 
     def with_family(self, family: np.ndarray) -> Design:
-        """The same design with other family codes (the label-shuffle check, §18.3)."""
+        """Return the same design with other family codes (the label-shuffle check, §18.3)."""
         return Design(self.rows, self.query_ids, self.fact, self.relation, family,
                       self.fact_ids, self.fact_relation, self.copy, self.relations,
                       self.all_families, self.families)
@@ -225,8 +229,11 @@ def project_normalize(xbar: np.ndarray, whitening: Whitening, eps: float) -> np.
 
 # --------------------------------------------------------------------------- centroids
 def centroid_matrix(design: Design) -> scipy.sparse.csr_matrix:
-    """``(F*T, n)`` sparse averaging matrix: row ``f*T + t`` holds ``1/|Q_{f,t}|`` on the
-    queries of fact ``f`` in centroid family ``t`` (and nothing for other queries)."""
+    """Build the ``(F*T, n)`` sparse averaging matrix of the centroids.
+
+    Row ``f*T + t`` holds ``1/|Q_{f,t}|`` on the queries of fact ``f`` in centroid family
+    ``t`` (and nothing for other queries).
+    """
     in_c, code = design.centroid_codes()
     T = len(design.families)
     group = design.fact[in_c] * T + code[in_c]
@@ -238,8 +245,10 @@ def centroid_matrix(design: Design) -> scipy.sparse.csr_matrix:
 
 def family_centroids(q: np.ndarray, design: Design, eps: float,
                      averaging: scipy.sparse.csr_matrix | None = None) -> np.ndarray:
-    """``(F, T, k)`` float64 unit centroids ``v_{f,t}`` of the unit query rows ``q (n, k)``;
-    rows of absent (fact, family) cells are zero (mask them with ``design.has``)."""
+    """Compute the ``(F, T, k)`` float64 unit centroids ``v_{f,t}`` of unit rows ``q (n, k)``.
+
+    Rows of absent (fact, family) cells are zero (mask them with ``design.has``).
+    """
     A = centroid_matrix(design) if averaging is None else averaging
     C = np.asarray(A @ q, dtype=np.float64)
     norms = np.linalg.norm(C, axis=1)
@@ -250,7 +259,7 @@ def family_centroids(q: np.ndarray, design: Design, eps: float,
 
 def embed(x: np.ndarray, design: Design, J: np.ndarray | None, cfg: WhiteningConfig,
           eps: float) -> tuple[np.ndarray, Residualizer, Whitening]:
-    """Steps 1-4 for one layer: raw states ``x (n, d)`` -> unit rows ``(n, k)``.
+    """Run steps 1-4 for one layer: raw states ``x (n, d)`` -> unit rows ``(n, k)``.
 
     ``x`` is residualised **in place** (pass a copy to keep it).
     """

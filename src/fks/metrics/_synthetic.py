@@ -41,7 +41,7 @@ StateFn = Callable[[int, np.ndarray], np.ndarray]
 
 
 def published_counts(n_facts: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Queries per fact and main family shaped like the published benchmark.
+    """Draw queries per fact and main family shaped like the published benchmark.
 
     At ``n_facts = 2592``: anchor 2,592; paraphrase 10,053; format 7,776; context 6,829 (one
     fact without); multilingual 12,010 (2,402 facts) -- 39,260 main queries.
@@ -86,11 +86,10 @@ def write_synthetic_benchmark(
     root: str | Path, relation_sizes: Sequence[int], counts: Mapping[str, np.ndarray],
     *, duplicate_prompts: int = 0,
 ) -> Benchmark:
-    """Write and load a benchmark: ``relation_sizes[r]`` facts of relation ``rel_{r:02d}`` and
-    ``counts[family][f]`` queries of fact ``f`` in each family (families from the configs).
+    """Write and load a synthetic benchmark.
 
-    ``duplicate_prompts`` > 0 gives that many facts a second paraphrase query with the very
-    same text as their first (identical prompts, for the duplicate-query check).
+    Relation ``rel_{r:02d}`` gets ``relation_sizes[r]`` facts and fact ``f`` gets
+    ``counts[family][f]`` queries of each family (families from the configs).
     """
     import json
 
@@ -129,7 +128,7 @@ def write_synthetic_benchmark(
 def planted_states(bench: Benchmark, *, d: int, n_layers: int, signal: float = 1.0,
                    noise: float = 1.0, family_shift: float = 1.0, relation_shift: float = 1.0,
                    offset: float = 3.0, seed: int = 0) -> StateFn:
-    """A :data:`StateFn` over the benchmark's main-forward queries (see the module docstring)."""
+    """Build a :data:`StateFn` over the benchmark's main-forward queries (module docstring)."""
     rng = np.random.default_rng(seed)
     queries = [q for q in bench.queries if q.use_for_main_forward]
     fpos = {f.fact_id: i for i, f in enumerate(bench.facts)}
@@ -182,8 +181,10 @@ def write_synthetic_store(run_dir: str | Path, bench: Benchmark, states: StateFn
 
 def write_synthetic_jlens(run_dir: str | Path, *, d: int, layers: Sequence[int], n_layers: int,
                           strength: float = 0.5, seed: int = 0) -> Path:
-    """Write ``RUN/jlens/``: ``J = I + strength * R / sqrt(d)`` (``R`` standard normal), the
-    identity for the last block (as a real fit gives)."""
+    """Write ``RUN/jlens/`` with ``J = I + strength * R / sqrt(d)`` (``R`` standard normal).
+
+    The last block gets the identity, as a real fit gives.
+    """
     from fks.hidden.jlens import save_jlens
 
     rng = np.random.default_rng(seed)

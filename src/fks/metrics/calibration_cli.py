@@ -90,26 +90,30 @@ def elicit_cmd(
 ) -> None:
     """Ask the model for a verbalized probability of each of its answers (RUN/verbalized.jsonl)."""
     from fks.cli import get_configs
+    from fks.data.load import load_benchmark
     from fks.errors import FksInputError
     from fks.generate.backends import make_backend
     from fks.generate.manifest import read_run_manifest
     from fks.metrics.calibration import elicit_verbalized
 
     configs = get_configs()
+    if not (run / "scored.jsonl").is_file():
+        raise FksInputError("file not found (run `fks score` first)", path=run / "scored.jsonl")
     bench = benchmark or (read_run_manifest(run).get("benchmark") or {}).get("path")
     if not bench:
         raise FksInputError("--benchmark is required (the run manifest names none)",
                             field="benchmark")
+    if backend == "openai" and not base_url:
+        raise FksInputError("--base-url is required with --backend openai", field="base_url")
+    loaded = load_benchmark(bench)  # cheap input checks before the (slow) model load
     opts: dict[str, Any] = {}
     if backend == "openai":
-        if not base_url:
-            raise FksInputError("--base-url is required with --backend openai", field="base_url")
         opts = {"base_url": base_url, "api_key": os.environ.get(api_key_env)}
     elif backend in ("hf", "vllm"):
         opts = {"revision": revision}
     gen = make_backend(backend, model_path, configs=configs, device=device,
                        trust_remote_code=trust_remote_code, **opts)
-    info = elicit_verbalized(run, gen, benchmark=bench, batch_size=batch_size)
+    info = elicit_verbalized(run, gen, benchmark=loaded, batch_size=batch_size)
     log.info("verbalized confidence: %s", info)
 
 

@@ -39,10 +39,25 @@ def _behavior_part(run_dir: Path, configs: ConfigSet) -> dict[str, Any]:
 register_part("behavior", _behavior_part)
 
 
+def _internal_part(run_dir: Path, configs: ConfigSet, *, transport: str = "jlens",
+                   benchmark: str | None = None) -> dict[str, Any]:
+    from fks.metrics.internal import internal_part
+
+    return internal_part(run_dir, configs, transport=transport, benchmark=benchmark)
+
+
+register_part("internal", _internal_part)
+
+
 def metrics_cmd(
     run: Annotated[Path, typer.Argument(help="Run directory (reads judged.jsonl, ...).")],
     part: Annotated[str, typer.Option(
         help="Which metrics: a registered part (behavior, ...) or all.")] = "all",
+    transport: Annotated[str, typer.Option(
+        help="internal: ISS/KTS on J-Lens transported states (jlens) or raw ones (raw).")
+    ] = "jlens",
+    benchmark: Annotated[str | None, typer.Option(
+        help="internal: the benchmark (default: the path in the run manifest).")] = None,
 ) -> None:
     """Compute metrics of a run into RUN/metrics/ (spec §17)."""
     from fks.cli import get_configs
@@ -52,8 +67,12 @@ def metrics_cmd(
                             f"{', '.join([*PARTS, 'all'])}", field="part")
     if not run.is_dir():
         raise FksInputError("run directory not found", path=run)
+    options = {"internal": {"transport": transport, "benchmark": benchmark}}
     for name in (list(PARTS) if part == "all" else [part]):
-        PARTS[name](run, get_configs())
+        if name == "internal" and part == "all" and not (run / "hidden").is_dir():
+            log.info("no hidden states in %s: the internal part (ISS/KTS) is skipped", run)
+            continue
+        PARTS[name](run, get_configs(), **options.get(name, {}))
         log.info("metrics part %r done", name)
 
 

@@ -35,12 +35,13 @@ of each window layer):
   expanding: ranks are weighted cumulative sums along the distance order sorted once per
   relation (:func:`weighted_spearman`). A slot with fewer than 3 distinct facts has no
   defined correlation and is left out of that replicate's macro-average.
-* KTS-ID (§10): a drawn fact is identified when no *other drawn* fact of the relation is
-  closer to it across the two families than its own counterpart: with ``A[f, g] =
-  cos(v_{f,t}, v_{g,t'}) > cos(v_{f,t}, v_{f,t'})``, the hits of all slots are
-  ``(C > 0) @ A^T == 0`` (one matrix product). ``ID = sum_f c_f hit_f / sum_f c_f`` per
-  direction, averaged over the two directions, chance-corrected with ``b = 1 / (number of
-  distinct drawn facts)`` (the candidates of the retrieval) and clipped to ``[0, 1]``.
+* KTS-ID (§10): each fact's identification (top-1 retrieval of its own counterpart, both
+  directions, :func:`identity_hits`) is decided once against *all* the relation's shared
+  facts, the candidate set of §10.1; a replicate re-weights the facts:
+  ``ID = (C @ hit) / (C @ 1)`` per slot (one matrix product), chance-corrected with
+  ``b_r = 1 / n_r`` and clipped to ``[0, 1]``. Re-running the retrieval among the drawn facts
+  only would shrink the candidates to about 63 % of the relation (draws with replacement
+  repeat facts) and bias identification upward.
 * Only relations with at least ``min_facts`` shared facts in the *original* sample enter a
   pair (§9.1); the composite is the harmonic mean of ``(rho + 1) / 2`` and the identity score
   per pair and layer, averaged over pairs and then layers (§11).
@@ -50,8 +51,9 @@ On the original sample (every count 1) all of this reduces to the spec's definit
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +76,13 @@ __all__ = [
     "kts_bootstrap",
     "kts_point",
     "interval_record",
+    "FACT_METRICS",
+    "KTS_METRICS",
+    "MACRO_SUFFIX",
+    "Estimate",
+    "draws_key",
+    "fact_estimates",
+    "kts_estimates",
 ]
 
 log = logging.getLogger(__name__)
@@ -309,28 +318,35 @@ def centred_ranks(weights: np.ndarray, order: _Order) -> np.ndarray:
     the expanded sample, a tie group (items of equal value, or the copies of one item) of
     weight ``G`` preceded by weight ``S0`` takes ranks ``S0+1 .. S0+G``, average
     ``S0 + (G + 1) / 2``: a weighted cumulative sum along the fixed sort order. Doubling keeps
-    every value an integer (exact in floating point).
+    every value an integer, exact in the weights' dtype while ``2 N < 2**24`` (float32) or
+    ``2**53`` (float64).
 
     Returns:
-        ``(S, P)`` in the original item order.
+        ``(S, P)`` in the original item order, the weights' dtype.
     """
-    ws = weights[:, order.perm]
+    ws = np.take(weights, order.perm, axis=1)
     cs = np.cumsum(ws, axis=1)
-    total = cs[:, -1:]
+    total = cs[:, -1:].copy()
     if order.group is None:
-        xs = 2.0 * cs - ws - total
+        cs *= 2
+        cs -= ws
     else:
         end = cs[:, order.group_end]
         before = np.concatenate([np.zeros((len(cs), 1), cs.dtype), end[:, :-1]], axis=1)
-        xs = (before + end)[:, order.group] - total  # 2 S0 + G - N
-    out = np.empty_like(xs)
-    out[:, order.perm] = xs
+        cs = np.take(before + end, order.group, axis=1)  # 2 S0 + G
+    cs -= total
+    out = np.empty_like(cs)
+    out[:, order.perm] = cs
     return out
 
 
 def _rowdot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise dot products ``(S, P), (S, P) -> (S,)``."""
-    return np.einsum("ij,ij->i", a, b)
+    """Row-wise dot products ``(S, P), (S, P) -> (S,)`` via BLAS.
+
+    float32 rows accumulate in float32: a relative error of about 1e-7, far below the
+    resolution of a percentile interval.
+    """
+    return (a[:, None, :] @ b[:, :, None])[:, 0, 0].astype(np.float64)
 
 
 def weighted_spearman(weights: np.ndarray, order_a: _Order, order_b: _Order) -> np.ndarray:
@@ -342,7 +358,8 @@ def weighted_spearman(weights: np.ndarray, order_a: _Order, order_b: _Order) -> 
 
     Args:
         weights: ``(S, P)`` non-negative integer-valued weights, original item order.
-        order_a, order_b: the items' sort orders under the two value vectors.
+        order_a: the items' sort order under the first value vector (:func:`_order`).
+        order_b: the same under the second.
 
     Returns:
         ``(S,)`` correlations.
@@ -359,18 +376,21 @@ def _correlation(sxy: np.ndarray, sxx: np.ndarray, syy: np.ndarray) -> np.ndarra
     return np.where((sxx > 0) & (syy > 0), rho, np.nan)
 
 
-def identity_hits(present: np.ndarray, closer: np.ndarray) -> np.ndarray:
-    """Which present facts are retrieved as themselves (§10.1), for many slots at once.
+def identity_hits(present: np.ndarray, closer: Any) -> np.ndarray:
+    """Which facts are retrieved as themselves among candidate sets (§10.1), many at once.
 
     Args:
-        present: ``(S, m)`` bool, the fact is among the slot's candidates.
-        closer: ``(m, m)`` bool, ``closer[f, g]``: fact ``g != f`` is strictly closer to
-            ``f``'s query-side vector than ``f``'s own counterpart.
+        present: ``(S, m)`` bool, the fact is among the candidates of set ``s``.
+        closer: ``(m, m)`` bool array or scipy sparse matrix, ``closer[f, g]``: fact
+            ``g != f`` is strictly closer to ``f``'s vector in one family than ``f``'s own
+            vector in the other.
 
     Returns:
-        ``(S, m)`` bool, true where no present fact beats the fact's own counterpart.
+        ``(S, m)`` bool, true where no present fact beats the fact's own counterpart:
+        ``present @ closer^T == 0``.
     """
-    return (present.astype(np.float64) @ closer.T.astype(np.float64)) == 0
+    blocked = closer @ present.T.astype(np.float64)
+    return np.asarray(blocked).T == 0
 
 
 @dataclass
@@ -406,7 +426,7 @@ class KtsSpace:
         return [f"{self.families[i]}__{self.families[j]}" for i, j in self.pairs()]
 
     def subset(self, keep: np.ndarray) -> KtsSpace:
-        """The same space over the facts where ``keep (F,)`` holds."""
+        """Return the same space over the facts where ``keep (F,)`` holds."""
         idx = np.flatnonzero(keep)
         load = self.load
         return KtsSpace(self.fact_ids[idx], self.families, self.layers, self.has[idx],
@@ -421,14 +441,16 @@ class _PairTables:
     fam_a: int
     fam_b: int
     shared: np.ndarray  # (n_r,) bool
-    closer_ab: np.ndarray  # (n_r, n_r) bool, zero outside the shared facts
-    closer_ba: np.ndarray
+    hits: np.ndarray  # (n_r,) identification rate of each shared fact (both directions), 0 outside
+    chance: float  # b_r = 1 / (number of shared facts)
 
 
 @dataclass(frozen=True)
 class _Geometry:
-    """One relation at one layer: the sort order of its pair distances in each family and
-    the tables of its eligible family pairs."""
+    """One relation at one layer: pair-distance orders and eligible pair tables.
+
+    ``orders`` holds the sort order of the relation's pair distances in each family used.
+    """
 
     iu: np.ndarray  # (P,) first fact of each within-relation pair, f < g
     ju: np.ndarray
@@ -458,23 +480,31 @@ def _geometry(V: np.ndarray, has: np.ndarray, pairs: Sequence[tuple[int, int]],
             continue
         for fam in (a, b):
             if fam not in orders:
-                orders[fam] = _order(1.0 - np.einsum("ik,ik->i", V[iu, fam], V[ju, fam]))
+                orders[fam] = _order(1.0 - (V[:, fam] @ V[:, fam].T)[iu, ju])
         sim = V[:, a] @ V[:, b].T  # sim[f, g] = cos(v_{f,a}, v_{g,b})
         own = np.diag(sim)
-        outside = ~(shared[:, None] & shared[None, :]) | np.eye(len(V), dtype=bool)
-        closer_ab = (sim > own[:, None]) & ~outside
-        closer_ba = (sim.T > own[:, None]) & ~outside
-        tables.append(_PairTables(p, a, b, shared, closer_ab, closer_ba))
+        inside = shared[:, None] & shared[None, :]
+        np.fill_diagonal(inside, False)
+        cand = shared[None, :]
+        hits = 0.5 * (identity_hits(cand, (sim > own[:, None]) & inside)[0].astype(np.float64)
+                      + identity_hits(cand, (sim.T > own[:, None]) & inside)[0])
+        tables.append(_PairTables(p, a, b, shared, np.where(shared, hits, 0.0),
+                                  1.0 / float(shared.sum())))
     return _Geometry(iu, ju, orders, tables)
 
 
-def _geo_scores(geom: _Geometry, counts: np.ndarray, chunk_elements: int) -> np.ndarray:
+def _geo_scores(geom: _Geometry, counts: np.ndarray, chunk_elements: int, *,
+                fast: bool = True) -> np.ndarray:
     """``(S, n_pairs)`` Spearman rho of every eligible pair for ``counts (S, n_r)``.
 
     Pairs sharing the same fact set share the pair weights ``c_f c_g`` and each family's
-    ranks; each (shared set, family) is ranked once.
+    ranks; each (shared set, family) is ranked once. With ``fast``, ranks are float32 (exact:
+    integers below 2**24, so relations up to 4,096 facts) and the sums accumulate in float32
+    (relative error ~1e-7); otherwise everything is float64 (the point estimates).
     """
-    S, P = len(counts), len(geom.iu)
+    S, n = counts.shape
+    P = len(geom.iu)
+    dtype = np.float32 if fast and n <= 4096 else np.float64
     rho = np.full((S, len(geom.pairs)), np.nan)
     groups: dict[bytes, list[int]] = {}
     for q, t in enumerate(geom.pairs):
@@ -483,9 +513,12 @@ def _geo_scores(geom: _Geometry, counts: np.ndarray, chunk_elements: int) -> np.
     for members in groups.values():
         shared = geom.pairs[members[0]].shared
         for s in range(0, S, step):
-            c = counts[s:s + step] * shared
-            w = c[:, geom.iu] * c[:, geom.ju]
-            ranks, wx, var = {}, {}, {}
+            c = (counts[s:s + step] * shared).astype(dtype)
+            w = np.take(c, geom.iu, axis=1)
+            w *= np.take(c, geom.ju, axis=1)
+            ranks: dict[int, np.ndarray] = {}
+            wx: dict[int, np.ndarray] = {}
+            var: dict[int, np.ndarray] = {}
             for q in members:
                 t = geom.pairs[q]
                 for fam in (t.fam_a, t.fam_b):
@@ -498,25 +531,22 @@ def _geo_scores(geom: _Geometry, counts: np.ndarray, chunk_elements: int) -> np.
     return rho
 
 
-def _id_scores(geom: _Geometry, counts: np.ndarray, eps: float
-               ) -> tuple[np.ndarray, list[np.ndarray]]:
-    """``(S, n_pairs)`` chance-corrected identity (clipped) and per pair ``(S, n_r)`` hit
-    rates (mean of both directions) for ``counts (S, n_r)`` (§10.2-10.4)."""
-    adj = np.full((len(counts), len(geom.pairs)), np.nan)
-    hits = []
-    for q, t in enumerate(geom.pairs):
-        c = counts * t.shared
-        present = c > 0
-        h = 0.5 * (identity_hits(present, t.closer_ab).astype(np.float64)
-                   + identity_hits(present, t.closer_ba))
-        n = c.sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            top1 = (c * h).sum(axis=1) / n
-            chance = 1.0 / present.sum(axis=1)
-            adj[:, q] = np.where(n > 0, np.clip((top1 - chance) / (1.0 - chance + eps), 0, 1),
-                                 np.nan)
-        hits.append(np.where(t.shared, h, np.nan))
-    return adj, hits
+def _id_scores(geom: _Geometry, counts: np.ndarray, eps: float) -> np.ndarray:
+    """Chance-corrected identity of every eligible pair for ``counts (S, n_r)`` (§10.2-10.4).
+
+    ``top1 = (C_shared @ hit) / (C_shared @ 1)``; returns ``(S, n_pairs)`` scores clipped to
+    ``[0, 1]`` (nan for a slot that drew none of the pair's shared facts).
+    """
+    if not geom.pairs:
+        return np.zeros((len(counts), 0))
+    shared = np.stack([t.shared for t in geom.pairs], axis=1).astype(np.float64)  # (n_r, Q)
+    hits = np.stack([t.hits for t in geom.pairs], axis=1)  # (n_r, Q)
+    chance = np.array([t.chance for t in geom.pairs])
+    n = counts @ shared
+    with np.errstate(invalid="ignore", divide="ignore"):
+        top1 = (counts @ hits) / n
+        adj = np.clip((top1 - chance) / (1.0 - chance + eps), 0.0, 1.0)
+    return np.where(n > 0, adj, np.nan)
 
 
 @dataclass
@@ -606,18 +636,16 @@ def _kts(space: KtsSpace, fact_relation: np.ndarray, draws: ClusterDraws | None,
                 continue
             cols = [t.index for t in geom.pairs]
             ones = np.ones((1, len(mem)))
-            point_g[li, r, cols] = _geo_scores(geom, ones, chunk_elements)[0]
-            adj, hits = _id_scores(geom, ones, space.eps)
-            point_i[li, r, cols] = adj[0]
-            for h in hits:
-                ok = np.isfinite(h[0])
-                hit_sum[mem[ok]] += h[0][ok]
-                hit_n[mem[ok]] += 1
+            point_g[li, r, cols] = _geo_scores(geom, ones, chunk_elements, fast=False)[0]
+            point_i[li, r, cols] = _id_scores(geom, ones, space.eps)[0]
+            for t in geom.pairs:
+                hit_sum[mem[t.shared]] += t.hits[t.shared]
+                hit_n[mem[t.shared]] += 1
             if draws is not None:
                 counts = draws.counts(r)
                 b, k = draws.slot_index[r][:, 0], draws.slot_index[r][:, 1]
                 table_g[b[:, None], k[:, None], cols] = _geo_scores(geom, counts, chunk_elements)
-                table_i[b[:, None], k[:, None], cols] = _id_scores(geom, counts, space.eps)[0]
+                table_i[b[:, None], k[:, None], cols] = _id_scores(geom, counts, space.eps)
         if draws is not None:
             with _quiet_nanmean():
                 reps_g[:, li], reps_i[:, li] = np.nanmean(table_g, 1), np.nanmean(table_i, 1)
@@ -660,6 +688,100 @@ def kts_bootstrap(space: KtsSpace, draws: ClusterDraws, *, chunk_elements: int =
                          f"{draws.n_facts}")
     rel = np.asarray(draws.relations)[draws.fact_relation]
     return _kts(space, rel, draws, chunk_elements, progress)
+
+
+# ========================================================================= headline figures
+#: fact-level headline figures of §20 (plus ISS peak/late), in table order
+FACT_METRICS: tuple[str, ...] = ("anchor_accuracy", "bcs", "bes", "scr", "swr", "sar", "ur",
+                                 "iss", "iss_peak", "iss_late")
+#: KTS figures (§9-11, §17.3)
+KTS_METRICS: tuple[str, ...] = ("kts_geo", "kts_geo_raw_spearman", "kts_id", "kts")
+MACRO_SUFFIX = "_relation_macro"
+
+
+@dataclass
+class Estimate:
+    """A figure's point estimate and its bootstrap replicates under one set of draws.
+
+    Attributes:
+        point: the figure on the original sample (None when undefined).
+        replicates: ``(B,)`` the figure on each replicate (nan where undefined).
+        aggregation: ``fact_mean``, ``relation_macro`` or ``relation_macro_pairs_layers``.
+        n_facts: facts with a value; n_relations: relations with at least one.
+        draws_key: identifies the draws (:func:`draws_key`); paired comparisons need equal keys.
+    """
+
+    point: float | None
+    replicates: np.ndarray
+    aggregation: str
+    n_facts: int
+    n_relations: int
+    draws_key: str
+
+
+def draws_key(fact_ids: Sequence[str], fact_relation: Sequence[str], *, n_resamples: int,
+              seed: int | None) -> str:
+    """sha256 naming a set of draws: the facts (ids and relations, in order), B and the seed.
+
+    :func:`draw_clusters` is deterministic in exactly these, so equal keys mean equal draws.
+    """
+    h = hashlib.sha256(f"B={n_resamples};seed={seed}\n".encode())
+    for f, r in zip(fact_ids, fact_relation, strict=True):
+        h.update(f"{f}\t{r}\n".encode())
+    return h.hexdigest()
+
+
+def _counts_of(x: np.ndarray, codes: np.ndarray) -> tuple[int, int]:
+    ok = np.isfinite(x)
+    return int(ok.sum()), int(len(np.unique(codes[ok])))
+
+
+def fact_estimates(draws: ClusterDraws, values: Mapping[str, np.ndarray], *, key: str
+                   ) -> dict[str, Estimate]:
+    """Fact-mean and relation-macro estimates of per-fact values (nan = no value).
+
+    For each ``name`` in ``values`` (``(F,)`` arrays aligned with the draws' facts) gives
+    ``name`` (fact mean, the spec's model-level figure, e.g. §4.5) and
+    ``name + "_relation_macro"`` (every relation weighs the same, §20's per-relation macro).
+    """
+    if not values:
+        return {}
+    names = list(values)
+    X = np.stack([np.asarray(values[n], dtype=np.float64) for n in names], axis=1)
+    W = fact_weights(draws)
+    rel = draws.fact_relation
+    labels = np.asarray(draws.relations)[rel]
+    fm_point = np.atleast_1d(fact_mean(X))
+    fm_reps = fact_mean_replicates(draws, X, weights=W)
+    rm_point = np.atleast_1d(relation_macro(X, labels))
+    rm_reps = relation_macro_replicates(draws, X)
+    out: dict[str, Estimate] = {}
+    for j, n in enumerate(names):
+        nf, nr = _counts_of(X[:, j], rel)
+        out[n] = Estimate(_finite_or_none(fm_point[j]), fm_reps[:, j], "fact_mean", nf, nr, key)
+        out[n + MACRO_SUFFIX] = Estimate(_finite_or_none(rm_point[j]), rm_reps[:, j],
+                                         "relation_macro", nf, nr, key)
+    return out
+
+
+def kts_estimates(result: KtsResult, *, key: str, n_facts: int) -> dict[str, Estimate]:
+    """Estimates of §9-11 from a bootstrapped :class:`KtsResult`.
+
+    Names: the :data:`KTS_METRICS`, and ``"<metric>[<pair>]"`` for each family pair (window
+    mean of that pair).
+    """
+    point, reps = result.summary(), result.summary(replicates=True)
+    n_rel = int(result.n_relations.max()) if len(result.n_relations) else 0
+    agg = "relation_macro_pairs_layers"
+    out = {m: Estimate(_finite_or_none(point[m]), reps[m], agg, n_facts, n_rel, key)
+           for m in KTS_METRICS}
+    for p, pair in enumerate(result.pairs):
+        for m in KTS_METRICS:
+            out[f"{m}[{pair}]"] = Estimate(
+                _finite_or_none(point["pair_" + m][p]), reps["pair_" + m][:, p],
+                "relation_macro_layers", int(result.shared_facts[p]),
+                int(result.n_relations[p]), key)
+    return out
 
 
 # ================================================================================ intervals

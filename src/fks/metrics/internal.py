@@ -133,7 +133,8 @@ def cross_condition_top1(
     * ``chance_corrected = clip((top1 - b_r) / max(1 - b_r, 1e-12), 0, 1)``.
 
     Args:
-        vectors_a, vectors_b: ``n_r`` vectors ``(d,)`` each (normalised here).
+        vectors_a: ``n_r`` vectors ``(d,)`` of family ``t`` (normalised here).
+        vectors_b: ``n_r`` vectors ``(d,)`` of family ``t'``, same fact order.
         fact_ids: the ``n_r`` fact ids (only their number is used).
 
     Returns:

@@ -1,0 +1,200 @@
+"""Report figures drawn with matplotlib (Agg backend) and embedded as base64 PNG data URIs.
+
+Each function takes plain data (no run objects), draws one figure with a title, axis labels
+and a legend where there is more than one series, and returns ``data:image/png;base64,...``
+so the HTML report stays one self-contained file.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+__all__ = [
+    "to_data_uri",
+    "iss_by_layer",
+    "kts_heatmap",
+    "behavior_bars",
+    "per_relation_bars",
+    "calibration_figure",
+    "forest_plot",
+]
+
+GROUP_COLORS = {"Stable Correct": "#2e7d32", "Stable Wrong": "#c62828",
+                "Stable Abstention": "#f9a825", "Unstable": "#607d8b"}
+
+
+def to_data_uri(fig: Any, *, dpi: int = 100) -> str:
+    """Render ``fig`` as PNG, close it, and return a ``data:image/png;base64`` URI."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _num(x: Any) -> float:
+    return np.nan if x is None else float(x)
+
+
+def iss_by_layer(series: Mapping[str, Mapping[str, Any]]) -> str:
+    """ISS (fact mean) by layer with its 95 % band, one line per model.
+
+    Args:
+        series: model -> ``{"layers": [...], "point": [...], "low": [...], "high": [...]}``.
+    """
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for model, s in series.items():
+        x = np.asarray(s["layers"], dtype=float)
+        ax.plot(x, [_num(v) for v in s["point"]], marker="o", label=model)
+        ax.fill_between(x, [_num(v) for v in s["low"]], [_num(v) for v in s["high"]],
+                        alpha=0.25)
+    ax.axhline(0.0, color="grey", linewidth=0.8, linestyle="--")
+    ax.set(xlabel="layer (window l/(L-1) >= 0.4)", ylabel="ISS (mean over facts)",
+           title="ISS by layer, 95 % relation-clustered bootstrap band")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(title="model")
+    ax.grid(alpha=0.3)
+    return to_data_uri(fig)
+
+
+def kts_heatmap(families: Sequence[str], values: Mapping[str, float | None], *, model: str,
+                metric: str = "KTS") -> str:
+    """Symmetric family x family heatmap of a per-pair KTS figure (spec §13.3).
+
+    Args:
+        families: the families, in order.
+        values: ``"a__b"`` -> value (None where undefined).
+        model: for the title.
+        metric: the figure's label.
+    """
+    T = len(families)
+    M = np.full((T, T), np.nan)
+    for key, v in values.items():
+        a, b = key.split("__")
+        if a in families and b in families and v is not None:
+            i, j = families.index(a), families.index(b)
+            M[i, j] = M[j, i] = v
+    fig, ax = plt.subplots(figsize=(1.2 * T + 2.5, 1.1 * T + 1.5))
+    im = ax.imshow(np.ma.masked_invalid(M), vmin=0.0, vmax=1.0, cmap="viridis")
+    for i in range(T):
+        for j in range(T):
+            if np.isfinite(M[i, j]):
+                ax.text(j, i, f"{M[i, j]:.2f}", ha="center", va="center",
+                        color="white" if M[i, j] < 0.6 else "black", fontsize=9)
+    ax.set_xticks(range(T), families, rotation=30, ha="right")
+    ax.set_yticks(range(T), families)
+    ax.set(xlabel="condition family", ylabel="condition family",
+           title=f"{metric} by condition pair ({model})")
+    fig.colorbar(im, ax=ax, label=metric)
+    return to_data_uri(fig)
+
+
+def behavior_bars(shares: Mapping[str, Mapping[str, float | None]]) -> str:
+    """Horizontal stacked bars of the four behaviour shares (§6), one bar per model.
+
+    Args:
+        shares: model -> ``{group name: share}``.
+    """
+    models = list(shares)
+    fig, ax = plt.subplots(figsize=(8, 0.6 * len(models) + 1.6))
+    left = np.zeros(len(models))
+    for group, color in GROUP_COLORS.items():
+        vals = np.array([_num(shares[m].get(group)) for m in models])
+        vals = np.nan_to_num(vals)
+        ax.barh(models, vals, left=left, color=color, label=group)
+        for k, (x0, v) in enumerate(zip(left, vals, strict=True)):
+            if v >= 0.06:
+                ax.text(x0 + v / 2, k, f"{v:.0%}", ha="center", va="center", color="white",
+                        fontsize=8)
+        left += vals
+    ax.set(xlim=(0, 1), xlabel="share of facts", ylabel="model",
+           title="Behaviour groups (tau_b threshold, spec §6)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18 - 0.3 / len(models)), ncol=4,
+              frameon=False)
+    return to_data_uri(fig)
+
+
+def per_relation_bars(relations: Sequence[str], values: Mapping[str, Sequence[float | None]],
+                      *, model: str) -> str:
+    """Draw grouped bars per relation (e.g. BCS and ISS), one colour per figure.
+
+    Args:
+        relations: relation names (x axis).
+        values: figure label -> one value per relation (None: not available).
+        model: for the title.
+    """
+    n = max(len(values), 1)
+    width = 0.8 / n
+    x = np.arange(len(relations))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(relations) * n + 2), 4))
+    for k, (name, vals) in enumerate(values.items()):
+        ax.bar(x + (k - (n - 1) / 2) * width, [_num(v) for v in vals], width, label=name)
+    ax.axhline(0.0, color="grey", linewidth=0.8)
+    ax.set_xticks(x, relations, rotation=45, ha="right")
+    ax.set(xlabel="relation", ylabel="value (mean over the relation's facts)",
+           title=f"Per-relation results ({model})")
+    ax.legend()
+    ax.grid(axis="y", alpha=0.3)
+    return to_data_uri(fig)
+
+
+def calibration_figure(sources: Mapping[str, Mapping[str, Any]], *, title: str) -> str:
+    """Reliability diagram (equal-width bins) and risk-coverage curve per confidence source.
+
+    Args:
+        sources: source -> ``{"reliability": {"mean_confidence", "accuracy", "counts"},
+            "risk_coverage": {"coverage", "risk"}, "ece": float}``.
+        title: reading / model, for the titles.
+    """
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    ax1.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect")
+    for name, s in sources.items():
+        rel = s["reliability"]
+        pts = [(c, a) for c, a, n in zip(rel["mean_confidence"], rel["accuracy"],
+                                         rel["counts"], strict=True) if n and c is not None]
+        if pts:
+            ece = s.get("ece")
+            lab = f"{name} (ECE {ece:.3f})" if isinstance(ece, float) else name
+            ax1.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=lab)
+        rc = s.get("risk_coverage") or {}
+        if rc.get("coverage"):
+            ax2.step(rc["coverage"], rc["risk"], where="pre", label=name)
+    ax1.set(xlim=(0, 1), ylim=(0, 1), xlabel="mean confidence (bin)", ylabel="accuracy (bin)",
+            title=f"Reliability diagram ({title})")
+    ax1.legend(fontsize=8)
+    ax2.set(xlim=(0, 1), ylim=(0, 1), xlabel="coverage", ylabel="risk (error rate)",
+            title=f"Risk-coverage ({title})")
+    ax2.legend(fontsize=8)
+    return to_data_uri(fig)
+
+
+def forest_plot(rows: Sequence[Mapping[str, Any]], *, title: str, xlabel: str) -> str:
+    """Points with horizontal interval bars, one row per label (leaderboard / deltas).
+
+    Args:
+        rows: ``{"label", "point", "low", "high"}`` each.
+        title: the figure's title.
+        xlabel: the x axis label.
+    """
+    fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 1.5))
+    y = np.arange(len(rows))[::-1]
+    pts = np.array([_num(r["point"]) for r in rows])
+    lo = np.array([_num(r.get("low")) for r in rows])
+    hi = np.array([_num(r.get("high")) for r in rows])
+    err = np.vstack([np.nan_to_num(pts - lo), np.nan_to_num(hi - pts)])
+    ax.errorbar(pts, y, xerr=err, fmt="o", capsize=3, label="point and 95 % interval")
+    ax.axvline(0.0, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_yticks(y, [str(r["label"]) for r in rows])
+    ax.set(xlabel=xlabel, title=title)
+    ax.legend(fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    return to_data_uri(fig)

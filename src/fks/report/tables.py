@@ -1,0 +1,431 @@
+"""Paper tables of one run (spec §12, §13.1-13.3, §20) as CSV and Markdown.
+
+Every table is a list of row dicts with a fixed column order (:class:`Table`), written to
+``RUN/metrics/tables/<name>.csv`` and ``.md``. Figures with a bootstrap interval have
+``<figure>_low`` / ``<figure>_high`` columns in the CSV and read ``0.812 [0.790, 0.830]`` in
+Markdown.
+
+Tables:
+
+* ``main`` (§13.1, §20): per coverage mode and aggregation (``fact_mean`` = the spec's
+  model-level figures; ``relation_macro`` = every relation weighs the same), anchor accuracy,
+  BCS, BES, the four behaviour shares, ISS, KTS-Geo, KTS-ID and KTS with 95 % intervals.
+* ``real_copy``: the same fact-level figures for all / real / copy facts
+  (``answer_in_subject_surface``); KTS points from the internal metrics' selections.
+* ``per_relation`` (§20): per relation and coverage mode, the fact means and KTS terms.
+* ``behavior_groups`` (§13.2): per behaviour group, facts, ISS, KTS-Geo, KTS-ID, KTS.
+* ``kts_pairs`` (§13.3): per condition pair, shared facts and the KTS terms with intervals.
+* ``joint_quadrants`` (§12): facts per cell of high/low BCS x ISS x KTS (thresholds below).
+* ``joint_correlations`` (§12): Spearman correlations between per-fact BCS, BES, ISS and the
+  per-fact identification rate.
+
+Joint-reading thresholds (§12), fixed so that models are comparable:
+
+* BCS high: ``BCS >= tau_b`` (the pre-registered behaviour threshold, §6);
+* ISS high: ``ISS > 0`` (the fact's own states agree better than same-relation background;
+  §7.9's zero point);
+* KTS high: the fact is identified as itself (KTS-ID top-1, §10.1) in at least half of its
+  retrievals over window layers, condition pairs and both directions.
+
+A fact without a value is counted in an ``n/a`` cell, so the cells always sum to the facts.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.stats
+
+from fks.io import atomic_write_text
+from fks.metrics.behavior import GROUPS
+from fks.metrics.clustered_bootstrap import FACT_METRICS, KTS_METRICS, MACRO_SUFFIX, kts_point
+from fks.report.inputs import RunData
+from fks.report.statistics import SUBSETS, RunStatistics, Settings
+
+__all__ = [
+    "Table",
+    "TABLES_DIR",
+    "ISS_HIGH",
+    "KTS_HIGH",
+    "main_table",
+    "real_copy_table",
+    "per_relation_table",
+    "behavior_group_table",
+    "kts_pair_table",
+    "joint_quadrants",
+    "joint_correlations",
+    "run_tables",
+    "write_table",
+    "leaderboard_table",
+]
+
+TABLES_DIR = "tables"
+#: ISS threshold of the joint reading (§7.9: 0 = no better than background)
+ISS_HIGH = 0.0
+#: per-fact identification rate threshold of the joint reading
+KTS_HIGH = 0.5
+HEADLINE = ("anchor_accuracy", "bcs", "bes", "scr", "swr", "sar", "ur", "iss", "kts_geo",
+            "kts_geo_raw_spearman", "kts_id", "kts")
+_FACT_HEADLINE = tuple(m for m in HEADLINE if m in FACT_METRICS)
+_LABELS = {"anchor_accuracy": "Anchor Acc.", "bcs": "BCS", "bes": "BES",
+           "scr": "Stable Correct", "swr": "Stable Wrong", "sar": "Stable Abstention",
+           "ur": "Unstable", "iss": "ISS", "iss_peak": "ISS peak", "iss_late": "ISS late",
+           "kts_geo": "KTS-Geo", "kts_geo_raw_spearman": "KTS-Geo rho", "kts_id": "KTS-ID",
+           "kts": "KTS"}
+
+
+@dataclass
+class Table:
+    """A table: name, title, column order, rows; ``ci`` lists columns with intervals."""
+
+    name: str
+    title: str
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    ci: tuple[str, ...] = ()
+    note: str = ""
+
+    def csv_columns(self) -> list[str]:
+        """Columns of the CSV: each interval column followed by ``_low`` and ``_high``."""
+        out = []
+        for c in self.columns:
+            out.append(c)
+            if c in self.ci:
+                out += [f"{c}_low", f"{c}_high"]
+        return out
+
+
+def label(name: str) -> str:
+    """Display label of a figure name (``kts_id`` -> ``KTS-ID``)."""
+    return _LABELS.get(name, name)
+
+
+# ================================================================================ helpers
+def _put(row: dict[str, Any], name: str, rec: dict[str, Any] | None) -> None:
+    """Copy an interval record's point/low/high into ``row`` (None when absent)."""
+    row[name] = None if rec is None else rec.get("point")
+    row[f"{name}_low"] = None if rec is None else rec.get("low")
+    row[f"{name}_high"] = None if rec is None else rec.get("high")
+
+
+def _mean(x: np.ndarray) -> float | None:
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if x.size else None
+
+
+def _modes(stats: RunStatistics) -> list[str]:
+    return list(stats.document.get("coverage_modes", {}))
+
+
+def _internal_selection(run: RunData, name: str) -> dict[str, Any] | None:
+    """Return the internal metrics' KTS block of a selection (``reading/coverage/subset``)."""
+    if run.kts_summary is None:
+        return None
+    reading = (run.kts_summary.get("headline") or {}).get("reading")
+    return (run.kts_summary.get("selections") or {}).get(f"{reading}/{name}")
+
+
+# ================================================================================= tables
+def main_table(run: RunData, stats: RunStatistics) -> Table:
+    """§13.1 / §20: headline figures per coverage mode and aggregation, with intervals."""
+    rows = []
+    for mode in _modes(stats):
+        block = stats.document["coverage_modes"][mode]["subsets"]["all"]
+        for agg, suffix in (("fact_mean", ""), ("relation_macro", MACRO_SUFFIX)):
+            row: dict[str, Any] = {"model": run.model, "coverage_mode": mode,
+                                   "aggregation": agg, "n_facts": block["n_facts"],
+                                   "n_relations": block["n_relations"]}
+            for m in HEADLINE:
+                key = m if m in KTS_METRICS else m + suffix
+                _put(row, m, stats.metric(mode, "all", key))
+            rows.append(row)
+    return Table("main", "Main results (spec §13.1), 95 % relation-clustered bootstrap "
+                 "intervals", ["model", "coverage_mode", "aggregation", "n_facts",
+                               "n_relations", *HEADLINE], rows, ci=HEADLINE,
+                 note="KTS figures are relation macro-averages by definition (§9.3, §10.4); "
+                      "they are the same in both aggregation rows.")
+
+
+def real_copy_table(run: RunData, stats: RunStatistics) -> Table:
+    """Fact-level figures for all / real / copy facts; KTS points from the internal metrics."""
+    rows = []
+    for mode in _modes(stats):
+        for sub in SUBSETS:
+            block = stats.document["coverage_modes"][mode]["subsets"][sub]
+            row: dict[str, Any] = {"model": run.model, "coverage_mode": mode, "subset": sub,
+                                   "n_facts": block["n_facts"]}
+            for m in _FACT_HEADLINE:
+                _put(row, m, stats.metric(mode, sub, m))
+            sel = _internal_selection(run, f"{mode}/{sub}") or {}
+            for m in ("kts_geo", "kts_id", "kts"):
+                rec = stats.metric(mode, sub, m)
+                row[m] = rec["point"] if rec is not None else sel.get(m)
+            rows.append(row)
+    return Table("real_copy", "Real versus copy-answerable facts (README caveat 2)",
+                 ["model", "coverage_mode", "subset", "n_facts", *_FACT_HEADLINE, "kts_geo",
+                  "kts_id", "kts"], rows, ci=_FACT_HEADLINE,
+                 note="copy = answer_in_subject_surface. KTS: the bootstrap's point for all "
+                      "facts; for real/copy the point of kts_model_summary.json (no interval).")
+
+
+def per_relation_table(run: RunData, stats: RunStatistics) -> Table:
+    """§20 per-relation results: fact means per relation and KTS terms per relation."""
+    facts = run.facts
+    rows = []
+    cols = ["coverage_mode", "relation", "n_facts", *_FACT_HEADLINE, "kts_geo_raw_spearman",
+            "kts_id"]
+    if facts is None:
+        return Table("per_relation", "Per relation", cols, rows)
+    for mode in _modes(stats):
+        cov = facts.coverage_mask(mode)
+        kts_rel = (stats.document["coverage_modes"][mode]["subsets"]["all"].get("kts") or {}
+                   ).get("per_relation", {})
+        for rel in sorted(set(facts.relation[cov].tolist())):
+            m = cov & (facts.relation == rel)
+            row: dict[str, Any] = {"coverage_mode": mode, "relation": rel,
+                                   "n_facts": int(m.sum())}
+            for key in _FACT_HEADLINE:
+                row[key] = _mean(facts.values[key][m])
+            k = kts_rel.get(rel) or {}
+            row["kts_geo_raw_spearman"] = k.get("kts_geo_raw_spearman")
+            row["kts_id"] = k.get("kts_id")
+            rows.append(row)
+    return Table("per_relation", "Per relation (fact means; KTS terms averaged over pairs and "
+                 "window layers)", cols, rows)
+
+
+def _group_kts(run: RunData, mode: str, group: str, mask: np.ndarray,
+               settings: Settings) -> dict[str, Any]:
+    """Return the KTS of one behaviour group's facts.
+
+    The internal metrics' selection when present, else recomputed from the centroids (point
+    only), else empty.
+    """
+    sel = _internal_selection(run, f"{mode}/group:{group}")
+    if sel is not None:
+        return sel
+    if run.centroids is None or run.facts is None or not mask.any():
+        return {}
+    ids = run.facts.fact_ids[mask]
+    space = run.centroids.space(ids, settings.main_families, min_facts=settings.kts_min_facts,
+                                eps=settings.eps)
+    res = kts_point(space, run.facts.relation[mask])
+    return {k: (None if not np.isfinite(v) else float(v)) for k, v in res.summary().items()
+            if k in KTS_METRICS}
+
+
+def behavior_group_table(run: RunData, stats: RunStatistics, settings: Settings) -> Table:
+    """§13.2: internal stability per behaviour group."""
+    facts = run.facts
+    cols = ["coverage_mode", "behavior_group", "facts", "iss", "kts_geo", "kts_id", "kts"]
+    rows: list[dict[str, Any]] = []
+    if facts is None or not (facts.behavior_group != "").any():
+        return Table("behavior_groups", "Internal stability by behaviour group (§13.2)", cols,
+                     rows, note="behavioural metrics not run")
+    for mode in _modes(stats):
+        cov = facts.coverage_mask(mode)
+        for g in GROUPS:
+            m = cov & (facts.behavior_group == g)
+            k = _group_kts(run, mode, g, m, settings)
+            rows.append({"coverage_mode": mode, "behavior_group": g, "facts": int(m.sum()),
+                         "iss": _mean(facts.values["iss"][m]),
+                         **{key: k.get(key) for key in ("kts_geo", "kts_id", "kts")}})
+    return Table("behavior_groups", "Internal stability by behaviour group (§13.2)", cols, rows,
+                 note="KTS of a group is computed on the group's facts (relations with at "
+                      "least kts_geo_min_facts of them).")
+
+
+def kts_pair_table(run: RunData, stats: RunStatistics) -> Table:
+    """§13.3: KTS per condition pair with intervals."""
+    ci = ("kts_geo", "kts_geo_raw_spearman", "kts_id", "kts")
+    cols = ["coverage_mode", "pair", "shared_facts", *ci]
+    rows = []
+    for mode in _modes(stats):
+        block = stats.document["coverage_modes"][mode]["subsets"]["all"]
+        info = block.get("kts") or {}
+        for pair in info.get("pairs", []):
+            row: dict[str, Any] = {"coverage_mode": mode, "pair": pair,
+                                   "shared_facts": info["shared_facts"][pair]}
+            for m in ci:
+                _put(row, m, stats.metric(mode, "all", f"{m}[{pair}]"))
+            rows.append(row)
+    return Table("kts_pairs", "KTS by condition pair (§13.3)", cols, rows, ci=ci,
+                 note="" if rows else "KTS not available (internal metrics or centroids "
+                                      "absent)")
+
+
+def _fact_kts(stats: RunStatistics, mode: str, ids: np.ndarray) -> np.ndarray:
+    """Per-fact identification rate aligned with ``ids`` (nan where not computed)."""
+    out = np.full(len(ids), np.nan)
+    got = stats.fact_identity.get((mode, "all"))
+    if got is None:
+        return out
+    pos = {f: i for i, f in enumerate(ids.tolist())}
+    for f, v in zip(got[0].tolist(), got[1].tolist(), strict=True):
+        if f in pos:
+            out[pos[f]] = v
+    return out
+
+
+def _level(x: np.ndarray, threshold: float, inclusive: bool) -> np.ndarray:
+    hi = x >= threshold if inclusive else x > threshold
+    return np.where(np.isfinite(x), np.where(hi, "high", "low"), "n/a")
+
+
+_JOINT_READING = {  # §12's table: (BCS, ISS, KTS) -> interpretation
+    ("high", "high", "high"): "output, single-fact state and knowledge structure all stable",
+    ("high", "low", "low"): "consistent surface answers, unstable internal state and "
+                            "organisation",
+    ("high", "high", "low"): "locally consistent states; global space may collapse or "
+                             "rearrange",
+    ("low", "high", "high"): "internal knowledge stable; failure likely in late selection or "
+                             "expression",
+    ("low", "low", "high"): "conditions shift coordinates uniformly; topology preserved",
+    ("low", "low", "low"): "behaviour, single-fact state and knowledge space all unstable",
+}
+
+
+def joint_quadrants(run: RunData, stats: RunStatistics, *, tau_b: float) -> Table:
+    """§12: facts per (BCS, ISS, KTS) high/low cell, per coverage mode."""
+    cols = ["coverage_mode", "bcs", "iss", "kts", "facts", "share", "reading"]
+    rows: list[dict[str, Any]] = []
+    facts = run.facts
+    if facts is None:
+        return Table("joint_quadrants", "Joint reading (§12)", cols, rows)
+    for mode in _modes(stats):
+        cov = facts.coverage_mask(mode)
+        ids = facts.fact_ids[cov]
+        b = _level(facts.values["bcs"][cov], tau_b - 1e-9, True)
+        i = _level(facts.values["iss"][cov], ISS_HIGH, False)
+        k = _level(_fact_kts(stats, mode, ids), KTS_HIGH, True)
+        n = int(cov.sum())
+        cells: dict[tuple[str, str, str], int] = {}
+        for key in zip(b.tolist(), i.tolist(), k.tolist(), strict=True):
+            cells[key] = cells.get(key, 0) + 1
+        for key in sorted(cells, key=lambda t: tuple({"high": 0, "low": 1}.get(x, 2)
+                                                    for x in t)):
+            rows.append({"coverage_mode": mode, "bcs": key[0], "iss": key[1], "kts": key[2],
+                         "facts": cells[key], "share": cells[key] / n if n else None,
+                         "reading": _JOINT_READING.get(key, "")})
+    return Table("joint_quadrants", "Joint internal x external reading (§12): facts per cell",
+                 cols, rows, note=f"BCS high: BCS >= tau_b = {tau_b:g}; ISS high: ISS > "
+                 f"{ISS_HIGH:g}; KTS high: the fact is identified as itself (KTS-ID top-1) in "
+                 f">= {KTS_HIGH:g} of its retrievals over window layers, pairs and both "
+                 "directions. n/a: no value (stage not run or undefined). Cells sum to the "
+                 "facts of the coverage mode.")
+
+
+def joint_correlations(run: RunData, stats: RunStatistics) -> Table:
+    """§12: Spearman correlations between per-fact external and internal figures."""
+    cols = ["coverage_mode", "x", "y", "n_facts", "spearman", "p_value"]
+    rows: list[dict[str, Any]] = []
+    facts = run.facts
+    if facts is None:
+        return Table("joint_correlations", "Joint reading (§12): correlations", cols, rows)
+    for mode in _modes(stats):
+        cov = facts.coverage_mask(mode)
+        series = {"bcs": facts.values["bcs"][cov], "bes": facts.values["bes"][cov],
+                  "iss": facts.values["iss"][cov],
+                  "kts_fact_identity": _fact_kts(stats, mode, facts.fact_ids[cov])}
+        for x, y in (("bcs", "iss"), ("bes", "iss"), ("bcs", "kts_fact_identity"),
+                     ("iss", "kts_fact_identity"), ("bes", "kts_fact_identity")):
+            ok = np.isfinite(series[x]) & np.isfinite(series[y])
+            rho = p = None
+            if ok.sum() >= 3:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    res = scipy.stats.spearmanr(series[x][ok], series[y][ok])
+                if np.isfinite(res.statistic):
+                    rho, p = float(res.statistic), float(res.pvalue)
+            rows.append({"coverage_mode": mode, "x": x, "y": y, "n_facts": int(ok.sum()),
+                         "spearman": rho, "p_value": p})
+    return Table("joint_correlations", "Joint reading (§12): Spearman correlations of per-fact "
+                 "figures", cols, rows, note="kts_fact_identity: the fact's KTS-ID top-1 rate "
+                 "over window layers, pairs and directions. Undefined (fewer than 3 facts or "
+                 "a constant series): empty.")
+
+
+def run_tables(run: RunData, stats: RunStatistics, settings: Settings, *, tau_b: float
+               ) -> list[Table]:
+    """Every table of one run, in report order."""
+    return [main_table(run, stats), real_copy_table(run, stats), per_relation_table(run, stats),
+            behavior_group_table(run, stats, settings), kts_pair_table(run, stats),
+            joint_quadrants(run, stats, tau_b=tau_b), joint_correlations(run, stats)]
+
+
+def leaderboard_table(runs: Sequence[tuple[RunData, RunStatistics]], mode: str) -> Table:
+    """One row per model: the headline figures of one coverage mode (fact means)."""
+    rows = []
+    for run, stats in runs:
+        block = stats.document.get("coverage_modes", {}).get(mode, {}).get("subsets", {})
+        row: dict[str, Any] = {"model": run.model,
+                               "n_facts": (block.get("all") or {}).get("n_facts")}
+        for m in HEADLINE:
+            _put(row, m, stats.metric(mode, "all", m))
+        rows.append(row)
+    return Table(f"leaderboard_{mode}", f"Leaderboard ({mode})", ["model", "n_facts",
+                                                                   *HEADLINE], rows, ci=HEADLINE)
+
+
+# ================================================================================ writers
+def fmt(value: Any, digits: int = 3) -> str:
+    """Display a cell: floats to ``digits`` decimals, None as an empty cell."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.{digits}f}"
+    return str(value)
+
+
+def cell(row: dict[str, Any], col: str, ci: Sequence[str]) -> str:
+    """Display a cell with its interval: ``0.812 [0.790, 0.830]``."""
+    text = fmt(row.get(col))
+    if col in ci and text and row.get(f"{col}_low") is not None:
+        text += f" [{fmt(row.get(f'{col}_low'))}, {fmt(row.get(f'{col}_high'))}]"
+    return text
+
+
+def to_csv(table: Table) -> str:
+    """CSV text (full precision)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    cols = table.csv_columns()
+    w.writerow(cols)
+    for r in table.rows:
+        w.writerow(["" if r.get(c) is None else r.get(c) for c in cols])
+    return buf.getvalue()
+
+
+def to_markdown(table: Table) -> str:
+    """Markdown pipe table with a title and note (3 decimals; ``|`` escaped)."""
+    def esc(s: str) -> str:
+        return s.replace("|", "\\|").replace("\n", " ")
+
+    lines = [f"### {esc(table.title)}", ""]
+    lines.append("| " + " | ".join(esc(label(c)) for c in table.columns) + " |")
+    lines.append("|" + "|".join("---" if not table.rows or not isinstance(
+        table.rows[0].get(c), int | float) else "---:" for c in table.columns) + "|")
+    for r in table.rows:
+        lines.append("| " + " | ".join(esc(cell(r, c, table.ci)) for c in table.columns) + " |")
+    if table.note:
+        lines += ["", esc(table.note)]
+    return "\n".join(lines) + "\n"
+
+
+def write_table(table: Table, folder: Path) -> list[Path]:
+    """Write ``<name>.csv`` and ``<name>.md`` under ``folder`` (atomically)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / f"{table.name}.csv", folder / f"{table.name}.md"]
+    atomic_write_text(paths[0], to_csv(table))
+    atomic_write_text(paths[1], to_markdown(table))
+    return paths
+
