@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tiny_benchmark import tiny_benchmark_rows
 
 from fks.data.load import load_benchmark
 from fks.metrics.behavior import behavior_group, run_behavior_metrics
+from tiny_benchmark import tiny_benchmark_rows
 
 FAMILIES = ["anchor", "paraphrase", "format", "context", "multilingual"]
 XSS = "<script>alert(1)</script>"

@@ -48,8 +48,8 @@ def generate_cmd(
     batch_size: Annotated[int, typer.Option(help="Prompts per batch (and per append).")] = 16,
     shard: Annotated[
         str | None,
-        typer.Option(help="i/n (1-based): only facts hashing to shard i; writes "
-                     "RUN/shards/shard_i_of_n/."),
+        typer.Option(help="i/n (1-based): only the facts dealt to shard i (balanced by "
+                     "relation, the rule of every stage); writes RUN/shards/shard_i_of_n/."),
     ] = None,
     trust_remote_code: Annotated[
         bool, typer.Option(help="Allow the model repository's own code (hf/vllm).")
@@ -67,6 +67,10 @@ def generate_cmd(
         str | None, typer.Option(help="torch device for hf (default: cuda if available).")
     ] = None,
     revision: Annotated[str | None, typer.Option(help="Hub revision (hf).")] = None,
+    tensor_parallel_size: Annotated[
+        int, typer.Option(min=1, help="GPUs one model is split over (vllm).")] = 1,
+    max_num_seqs: Annotated[
+        int, typer.Option(min=1, help="Sequences decoded concurrently (vllm).")] = 256,
     retry_errors: Annotated[
         bool, typer.Option(help="Generate again the rows recorded as error/timeout.")
     ] = False,
@@ -107,7 +111,9 @@ def generate_cmd(
     gen_backend = _make(backend, model_path, entry=entry, configs=configs, device=device,
                         trust_remote_code=trust_remote_code, revision=revision,
                         base_url=base_url, api_key=os.environ.get(api_key_env),
-                        concurrency=concurrency, timeout=timeout, max_retries=max_retries)
+                        concurrency=concurrency, timeout=timeout, max_retries=max_retries,
+                        vllm_opts={"tensor_parallel_size": tensor_parallel_size,
+                                   "max_num_seqs": max_num_seqs})
     fused = None
     if with_hidden:
         from fks.hidden.fused import FusedExtraction
@@ -128,7 +134,8 @@ def generate_cmd(
 
 def _make(kind: str, model_path: str, *, entry: object, configs: object, device: str | None,
           trust_remote_code: bool, revision: str | None, base_url: str | None,
-          api_key: str | None, concurrency: int, timeout: float, max_retries: int) -> object:
+          api_key: str | None, concurrency: int, timeout: float, max_retries: int,
+          vllm_opts: dict[str, object] | None = None) -> object:
     """Build the backend from the command's options (only the ones that backend takes)."""
     from fks.generate.backends import make_backend
 
@@ -140,7 +147,7 @@ def _make(kind: str, model_path: str, *, entry: object, configs: object, device:
     elif kind == "hf":
         opts = {"revision": revision or getattr(entry, "revision", None)}
     elif kind == "vllm":
-        opts = {"revision": revision or getattr(entry, "revision", None)}
+        opts = {"revision": revision or getattr(entry, "revision", None), **(vllm_opts or {})}
     return make_backend(kind, model_path, configs=configs, device=device,  # type: ignore[arg-type]
                         trust_remote_code=trust_remote_code, **opts)
 

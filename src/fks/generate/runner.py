@@ -24,11 +24,15 @@ and only the missing prompts are sent.
 rerun generates them again; the file is then put back in benchmark order.
 
 Selection: ``families`` keeps those condition families, then ``limit`` keeps the first N, then
-``shard`` keeps the queries whose fact hashes to it (:func:`shard_of`).
+``shard`` keeps the queries of the facts :func:`assign_shards` deals to it: balanced by relation,
+deterministic, all queries of a fact together. ``extract`` and ``judge`` use the same function,
+so a fact lands in the same shard in every stage.
 
 ``merge_shards`` joins ``RUN/shards/*/generations.jsonl`` into ``RUN/generations.jsonl`` after
-checking that every selected query is present exactly once and that all shards ran the same
-model, benchmark, decoding config and prompt version.
+checking that every selected query is present exactly once, in the shard its fact is dealt to,
+that every shard file still has the sha256 its manifest recorded, and that all shards ran the
+same model, benchmark, decoding config and prompt version (:func:`check_shard_records` is the
+exactly-once check, shared with ``fks merge`` for the other stages' files).
 """
 
 from __future__ import annotations
@@ -68,7 +72,12 @@ __all__ = [
     "select_queries",
     "parse_shard",
     "shard_of",
+    "SHARD_RULE",
+    "assign_shards",
+    "benchmark_shards",
     "shard_dir",
+    "find_shards",
+    "check_shard_records",
     "make_record",
     "generate_run",
     "merge_shards",
@@ -147,15 +156,68 @@ def parse_shard(text: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def shard_of(fact_id: str, n: int) -> int:
-    """Return the 1-based shard of a fact: ``int(sha256(fact_id)[:16], 16) % n + 1``.
+def _fact_rank(fact_id: str) -> int:
+    """``int(sha256(fact_id)[:16], 16)``: a stable, machine-independent pseudo-random rank."""
+    return int(hashlib.sha256(fact_id.encode("utf-8")).hexdigest()[:16], 16)
 
-    Stable across machines and Python runs; all queries of a fact land in the same shard.
+
+def shard_of(fact_id: str, n: int) -> int:
+    """Hash-only shard of a fact: ``int(sha256(fact_id)[:16], 16) % n + 1``.
+
+    Stable across machines and Python runs, but balanced only on average. The stages select
+    their shard with :func:`assign_shards` (balanced by relation), not with this function.
 
     >>> shard_of("fact_000001", 1)
     1
     """
-    return int(hashlib.sha256(fact_id.encode("utf-8")).hexdigest()[:16], 16) % n + 1
+    return _fact_rank(fact_id) % n + 1
+
+
+#: how :func:`assign_shards` deals facts (recorded in shard manifests)
+SHARD_RULE = ("relations sorted by id; within each, facts in (sha256(fact_id), fact_id) order; "
+              "dealt round-robin with one running counter: the k-th fact -> shard k % n + 1")
+
+
+def assign_shards(facts: Iterable[tuple[str, str]], n: int) -> dict[str, int]:
+    """Deal facts to ``n`` shards, balanced within every relation: ``{fact_id: 1..n}``.
+
+    ``facts`` are ``(fact_id, relation)`` pairs (order and repeats do not matter). Relations
+    are taken in sorted order, the facts of each in a stable pseudo-random order
+    (:func:`_fact_rank`, ties by id), and the k-th fact of that sequence goes to shard
+    ``k % n + 1``. So each shard holds ``floor(m_r / n)`` or ``ceil(m_r / n)`` of the ``m_r``
+    facts of every relation, shard totals differ by at most one fact, and every query of a
+    fact lands in one shard. The result depends only on the set of facts and ``n``.
+
+    >>> assign_shards([("f1", "a"), ("f2", "a"), ("f3", "b")], 1)
+    {'f1': 1, 'f2': 1, 'f3': 1}
+    >>> sorted(assign_shards([("f1", "a"), ("f2", "a"), ("f3", "b"), ("f4", "b")], 2).values())
+    [1, 1, 2, 2]
+
+    Raises:
+        FksInputError: ``n < 1``, or one fact given with two relations.
+    """
+    if n < 1:
+        raise FksInputError(f"must be >= 1; found {n}", field="shard")
+    relation_of: dict[str, str] = {}
+    for fact_id, relation in facts:
+        if relation_of.setdefault(fact_id, relation) != relation:
+            raise FksInputError(f"fact {fact_id} has relations {relation_of[fact_id]!r} and "
+                                f"{relation!r}", field="relation")
+    by_relation: dict[str, list[str]] = {}
+    for fact_id, relation in relation_of.items():
+        by_relation.setdefault(relation, []).append(fact_id)
+    owner: dict[str, int] = {}
+    k = 0
+    for relation in sorted(by_relation):
+        for fact_id in sorted(by_relation[relation], key=lambda f: (_fact_rank(f), f)):
+            owner[fact_id] = k % n + 1
+            k += 1
+    return owner
+
+
+def benchmark_shards(bench: Benchmark, n: int) -> dict[str, int]:
+    """:func:`assign_shards` over every fact of ``bench`` (the one rule of every stage)."""
+    return assign_shards(((f.fact_id, f.relation.relation_id) for f in bench.facts), n)
 
 
 def shard_dir(run_dir: Path, shard: tuple[int, int]) -> Path:
@@ -270,7 +332,7 @@ def _run_sections(
             "families": sorted(families) if families else None,
             "limit": limit,
             "shard": list(shard) if shard else None,
-            "shard_rule": "int(sha256(fact_id)[:16], 16) % n + 1",
+            "shard_rule": SHARD_RULE,
             "n_selected": n_selected,
         },
     }
@@ -426,7 +488,8 @@ def generate_run(
     _seed_everything(gen.seed)
     selected = select_queries(bench.queries, families=families, limit=limit)
     if shard is not None:
-        selected = [q for q in selected if shard_of(q.fact_id, shard[1]) == shard[0]]
+        owner = benchmark_shards(bench, shard[1])
+        selected = [q for q in selected if owner[q.fact_id] == shard[0]]
     target = shard_dir(Path(out_dir), shard) if shard else Path(out_dir)
     target.mkdir(parents=True, exist_ok=True)
     sections = _run_sections(model=model, model_path=model_path, bench=bench, configs=configs,
@@ -484,9 +547,13 @@ def _finish_manifest(target: Path, summary: GenerateSummary) -> None:
 
 
 # --------------------------------------------------------------------------------- merge
-def _find_shards(run_dir: Path) -> dict[int, Path]:
-    """``{i: folder}`` of ``RUN/shards/shard_i_of_n``; checks one n and no missing shard."""
-    root = run_dir / "shards"
+def find_shards(run_dir: str | Path) -> dict[int, Path]:
+    """``{i: folder}`` of ``RUN/shards/shard_i_of_n``; checks one n and no missing shard.
+
+    Raises:
+        FksInputError: no shard folder, folders of different ``n``, or missing shards (listed).
+    """
+    root = Path(run_dir) / "shards"
     found = [(m, p) for p in sorted(root.glob("shard_*_of_*")) if (m := _SHARD_RE.match(p.name))]
     if not found:
         raise FksInputError("no shard folders (shards/shard_i_of_n) to merge", path=root)
@@ -507,60 +574,131 @@ def _listing(ids: list[str], limit: int = 10) -> str:
     return ", ".join(ids[:limit]) + more
 
 
-def merge_shards(run_dir: str | Path, *, benchmark: str | Path | None = None) -> GenerateSummary:
+def check_shard_records(
+    shards: dict[int, Path],
+    filename: str,
+    model: type[Any] | None,
+    expected: Sequence[tuple[str, str]],
+    owner: dict[str, int],
+    *,
+    checksums: dict[int, str | None] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """Read ``filename`` of every shard and check each expected query is there exactly once.
+
+    Args:
+        shards: ``{i: shard folder}`` (:func:`find_shards`).
+        filename: the per-shard file (``generations.jsonl``, ``judged.jsonl``, ...).
+        model: the pydantic record type (needs ``query_id``), or None for plain dicts (kept
+            exactly as read, so a merged file can be byte-identical to an unsharded one).
+        expected: ``(query_id, fact_id)`` of every query the merged file must hold.
+        owner: ``{fact_id: shard}`` (:func:`assign_shards`): where each record must be.
+        checksums: ``{i: sha256}`` the shard manifests recorded for their file; a file whose
+            sha256 differs (changed after its shard finished) is a problem.
+
+    Returns:
+        ``({query_id: first record}, problems)``; problems are lines such as
+        ``"2 missing: q1, q2"``, ``"1 recorded twice: q3"``, ``"1 in the wrong shard: q4"``.
+    """
+    want = dict(expected)
+    by_id: dict[str, Any] = {}
+    doubled: list[str] = []
+    unexpected: list[str] = []
+    misplaced: list[str] = []
+    changed: list[str] = []
+    n = len(shards)
+    for i, folder in sorted(shards.items()):
+        path = folder / filename
+        if not path.is_file():
+            continue  # all its queries will be reported missing
+        recorded = (checksums or {}).get(i)
+        if recorded and sha256_file(path) != recorded:
+            changed.append(f"{i}/{n}")
+        for line, rec in iter_jsonl(path, model):
+            qid = rec.get("query_id") if isinstance(rec, dict) else rec.query_id
+            if not isinstance(qid, str):
+                raise FksInputError("expected a query_id string", path=path, line=line,
+                                    field="query_id")
+            if qid in by_id:
+                doubled.append(qid)
+            elif qid not in want:
+                unexpected.append(qid)
+            elif owner.get(want[qid]) != i:
+                misplaced.append(qid)
+            by_id.setdefault(qid, rec)
+    missing = [qid for qid, _ in expected if qid not in by_id]
+    problems = [f"{len(ids)} {what}: {_listing(ids)}" for what, ids in (
+        ("missing", missing), ("recorded twice", doubled), ("not selected", unexpected),
+        ("in the wrong shard", misplaced)) if ids]
+    if changed:
+        problems.append(f"{filename} of shard(s) {', '.join(changed)} no longer has the sha256 "
+                        "its manifest recorded (changed after the shard finished)")
+    return by_id, problems
+
+
+def identity_problems(
+    manifests: dict[int, dict[str, Any]], fields: Sequence[str]
+) -> list[str]:
+    """One line per dotted field on which a shard's manifest disagrees with shard 1's."""
+    first = manifests[min(manifests)]
+    n = len(manifests)
+    return [f"shard {i}/{n} disagrees with shard 1/{n} on {name}: {_dig(first, name)!r} there, "
+            f"{_dig(man, name)!r} here"
+            for i, man in sorted(manifests.items()) for name in fields
+            if _dig(first, name) != _dig(man, name)]
+
+
+def merge_shards(
+    run_dir: str | Path, *, benchmark: str | Path | None = None, check_only: bool = False
+) -> GenerateSummary:
     """Join ``RUN/shards/shard_i_of_n/generations.jsonl`` into ``RUN/generations.jsonl``.
 
     Checks: every shard 1..n present; their manifests agree on :data:`IDENTITY_FIELDS`; the
     benchmark (``benchmark`` or the path in the shard manifests) has the recorded checksum;
-    every selected query is recorded exactly once, in the shard its fact hashes to. The output is
-    in benchmark order, written atomically, with a merged manifest.
+    every selected query is recorded exactly once, in the shard its fact is dealt to
+    (:func:`assign_shards`); every shard file has the sha256 its manifest recorded. The output
+    is in benchmark order, written atomically, with a merged manifest.
+
+    Args:
+        run_dir: the run directory ``RUN``.
+        benchmark: the benchmark (default: the path recorded in the shard manifests).
+        check_only: verify only; write nothing (``fks merge`` checks every stage first).
 
     Raises:
         FksInputError: a missing shard, disagreeing manifests, or missing / doubled / unexpected
-            records (listed).
+            / misplaced records or changed files (all listed).
     """
     run_dir = Path(run_dir)
-    shards = _find_shards(run_dir)
+    shards = find_shards(run_dir)
     n = len(shards)
     manifests = {i: read_run_manifest(p) for i, p in shards.items()}
-    first = manifests[1]
     for i, man in manifests.items():
         if "generate" not in man["stages"]:
             raise FksInputError("shard has no run manifest", path=shards[i] / MANIFEST_NAME)
-        _check_same_identity(first, man, shards[i] / MANIFEST_NAME,
-                             f"shard disagrees with shard 1/{n}", IDENTITY_FIELDS)
+    problems = identity_problems(manifests, IDENTITY_FIELDS)
+    if problems:
+        raise FksInputError("cannot merge shards: " + "; ".join(problems),
+                            path=run_dir / "shards")
+    first = manifests[1]
     bench = load_benchmark(benchmark or first["benchmark"]["path"])
     if bench.checksum() != first["benchmark"]["checksum"]:
         raise FksInputError("benchmark checksum differs from the one the shards ran on",
                             path=bench.root, field="benchmark.checksum")
     sel = first["selection"]
     expected = select_queries(bench.queries, families=sel["families"], limit=sel["limit"])
-    by_id: dict[str, GenerationRecord] = {}
-    doubled, unexpected, misplaced = [], [], []
-    want = {q.query_id: q for q in expected}
-    for i, folder in sorted(shards.items()):
-        path = folder / GENERATIONS_NAME
-        if not path.is_file():
-            continue  # all its queries will be reported missing
-        for _, rec in iter_jsonl(path, GenerationRecord):
-            qid = rec.query_id  # type: ignore[union-attr]
-            if qid in by_id:
-                doubled.append(qid)
-            elif qid not in want:
-                unexpected.append(qid)
-            elif shard_of(want[qid].fact_id, n) != i:
-                misplaced.append(qid)
-            by_id.setdefault(qid, rec)  # type: ignore[arg-type]
-    missing = [q.query_id for q in expected if q.query_id not in by_id]
-    problems = [f"{len(ids)} {what}: {_listing(ids)}" for what, ids in (
-        ("missing", missing), ("recorded twice", doubled), ("not selected", unexpected),
-        ("in the wrong shard", misplaced)) if ids]
+    owner = benchmark_shards(bench, n)
+    sums = {i: m["stages"]["generate"].get("sha256") for i, m in manifests.items()
+            if m["stages"]["generate"].get("status") == "complete"}
+    by_id, problems = check_shard_records(
+        shards, GENERATIONS_NAME, GenerationRecord,
+        [(q.query_id, q.fact_id) for q in expected], owner, checksums=sums)
     if problems:
         raise FksInputError("cannot merge shards: " + "; ".join(problems),
                             path=run_dir / "shards", field="query_id")
     records = [by_id[q.query_id] for q in expected]
-    atomic_write_jsonl(run_dir / GENERATIONS_NAME, records)
     counts = Counter(r.status for r in records)
+    if check_only:
+        return GenerateSummary(run_dir, len(expected), 0, 0, dict(counts))
+    atomic_write_jsonl(run_dir / GENERATIONS_NAME, records)
     sections = {k: v for k, v in first.items() if k != "stages"}
     sections["selection"] = {**sel, "shard": None, "n_selected": len(expected),
                              "merged_from_shards": n}
@@ -568,7 +706,7 @@ def merge_shards(run_dir: str | Path, *, benchmark: str | Path | None = None) ->
         "merged_at": _now(),
         "shards": [{"shard": f"{i}/{n}", "sha256": manifests[i]["stages"].get("generate", {})
                     .get("sha256"), "n_records": sum(
-                        1 for q in expected if shard_of(q.fact_id, n) == i)}
+                        1 for q in expected if owner[q.fact_id] == i)}
                    for i in sorted(shards)],
     })
     summary = GenerateSummary(run_dir, len(expected), 0, len(records), dict(counts))

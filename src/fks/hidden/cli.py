@@ -83,12 +83,13 @@ def _check_weights(run: Path, backend: Any) -> None:
 
 
 def _load(path: str, *, device: str | None, dtype: str | None, revision: str | None,
-          trust_remote_code: bool) -> Any:
+          trust_remote_code: bool, device_map: str | None = None) -> Any:
     from fks.cli import get_configs
     from fks.generate.backends.hf import HFBackend
 
     return HFBackend(path, generation=get_configs().models.generation, device=device,
-                     dtype=dtype, revision=revision, trust_remote_code=trust_remote_code)
+                     dtype=dtype, revision=revision, trust_remote_code=trust_remote_code,
+                     device_map=device_map)
 
 
 def _check_registry(entry: Any, model: Any) -> None:
@@ -112,6 +113,9 @@ Device = Annotated[str | None, typer.Option(help="cpu, cuda, cuda:1 (default: cu
 Revision = Annotated[str | None, typer.Option(help="Hub revision.")]
 Remote = Annotated[bool, typer.Option(help="Allow the model repository's own code.")]
 Overwrite = Annotated[bool, typer.Option(help="Discard an existing store/fit first.")]
+DeviceMap = Annotated[str | None, typer.Option(
+    help="Spread a model too large for one GPU over several: 'auto' (needs accelerate); "
+    "overrides --device.")]
 
 
 def extract_cmd(
@@ -129,18 +133,25 @@ def extract_cmd(
     revision: Revision = None,
     trust_remote_code: Remote = False,
     overwrite: Overwrite = False,
+    shard: Annotated[str | None, typer.Option(
+        help="i/n (1-based): only the facts dealt to shard i (balanced by relation, the rule "
+        "of every stage); writes RUN/shards/shard_i_of_n/hidden/ (join with `fks merge`).")
+    ] = None,
+    device_map: DeviceMap = None,
 ) -> None:
     """Store query-end hidden states of every main-forward query (resumable)."""
     from fks.cli import get_configs
     from fks.data.load import load_benchmark
+    from fks.generate.runner import parse_shard
     from fks.hidden.capture import model_dims
     from fks.hidden.extract import extract_hidden
 
     configs = get_configs()
+    shard_t = parse_shard(shard) if shard else None
     bench = load_benchmark(benchmark)
     name, path, entry = _resolve_model(run, model, model_path)
     backend = _load(path, device=device, dtype=dtype, revision=revision,
-                    trust_remote_code=trust_remote_code)
+                    trust_remote_code=trust_remote_code, device_map=device_map)
     _check_registry(entry, backend.model)
     _check_weights(run, backend)
     n_layers, _ = model_dims(backend.model)
@@ -149,7 +160,7 @@ def extract_cmd(
         layers=parse_layers(layers, n_layers, configs.metrics.layer_window_min_frac),
         reverse=reverse, recognition=recognition, batch_size=batch_size,
         max_prompt_len=configs.models.generation.max_prompt_len, overwrite=overwrite,
-        model_info=backend.describe(),
+        model_info=backend.describe(), shard=shard_t,
     )
 
 

@@ -12,6 +12,10 @@ Which queries: those whose own ``use_for_main_forward`` is true; with ``reverse=
 passes run in batches of similar length (longest first) to waste little on padding.
 
 The work is resumable (:class:`fks.hidden.store.HiddenWriter`) and shows a progress bar.
+
+Sharding (``shard=(i, n)``, ``fks extract --shard i/n``): only the queries of the facts that
+:func:`fks.generate.runner.assign_shards` deals to shard ``i`` (the rule every stage uses), stored
+in ``RUN/shards/shard_i_of_n/hidden/``; ``fks merge RUN`` joins the shards into ``RUN/hidden/``.
 """
 
 from __future__ import annotations
@@ -188,8 +192,12 @@ def plan_extraction(
     reverse: bool = False,
     recognition: bool = False,
     max_prompt_len: int = 192,
+    shard: tuple[int, int] | None = None,
 ) -> ExtractionPlan:
     """Select and tokenise the queries to store and fix the store's identity.
+
+    ``shard=(i, n)`` keeps the queries of the facts dealt to shard ``i`` (the identity then
+    records the shard).
 
     Raises:
         FksInputError: no query to store, or a layer out of range.
@@ -200,6 +208,14 @@ def plan_extraction(
     if bad:
         raise FksInputError(f"layer {bad[0]} is outside 0..{n_layers - 1}", field="layers")
     selected = select_queries(benchmark.queries, reverse=reverse, recognition=recognition)
+    if shard is not None and selected:
+        from fks.generate.runner import benchmark_shards
+
+        owner = benchmark_shards(benchmark, shard[1])
+        selected = [q for q in selected if owner[q.fact_id] == shard[0]]
+        if not selected:
+            raise FksInputError(f"shard {shard[0]}/{shard[1]} holds no query to store (more "
+                                "shards than facts?)", field="shard")
     if not selected:
         raise FksInputError("no query has use_for_main_forward set", path=benchmark.files.queries,
                             field="use_for_main_forward")
@@ -215,6 +231,8 @@ def plan_extraction(
         "selection": {"main_forward": True, "reverse": reverse, "recognition": recognition},
         "benchmark_checksum": benchmark.checksum(),
     }
+    if shard is not None:
+        identity["shard"] = list(shard)
     return ExtractionPlan(selected, encoded, rows, layers, d_model, identity)
 
 
@@ -254,6 +272,7 @@ def extract_hidden(
     overwrite: bool = False,
     model_info: dict[str, Any] | None = None,
     extra_meta: dict[str, Any] | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """Write ``RUN/hidden/`` for ``benchmark`` with ``model`` (resumes an unfinished store).
 
@@ -272,6 +291,8 @@ def extract_hidden(
         overwrite: discard an existing store (complete or not) first.
         model_info: extra identity for the manifest (path, hashes, dtype, device).
         extra_meta: more fields for ``meta.json``.
+        shard: ``(i, n)``: only shard ``i``'s queries, into ``RUN/shards/shard_i_of_n/hidden/``
+            (the shard folder's manifest gets ``stages.extract``).
 
     Returns:
         the store's ``meta.json`` content.
@@ -283,7 +304,11 @@ def extract_hidden(
     started = time.perf_counter()
     plan = plan_extraction(benchmark, model, tokenizer, model_name=model_name, layers=layers,
                            reverse=reverse, recognition=recognition,
-                           max_prompt_len=max_prompt_len)
+                           max_prompt_len=max_prompt_len, shard=shard)
+    if shard is not None:
+        from fks.generate.runner import shard_dir
+
+        run_dir = shard_dir(Path(run_dir), shard)
     writer = open_writer(run_dir, plan, overwrite=overwrite)
     if not isinstance(writer, HiddenWriter):
         log.info("hidden store in %s is already complete (%d rows)", run_dir, len(plan.rows))
@@ -312,6 +337,7 @@ def extract_hidden(
         "meta_sha256": sha256_file(store_dir / "meta.json"),
         "files": [layer_filename(x) for x in plan.layers],
         "rows_from_this_pass": len(plan.rows) - n_before,
+        "shard": plan.identity.get("shard"),
         "seconds": round(time.perf_counter() - started, 3),
     })
     log.info("wrote %d query-end states x %d layers to %s", len(plan.rows), len(plan.layers),

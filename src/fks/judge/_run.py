@@ -8,6 +8,12 @@ never enter the main averages). Step one is the judge's (reference-blind), step 
 :func:`fks.judge.mark_clusters` (reference-aware). The output keeps the input order and every
 input field; ``status`` becomes the §3.1 judge status and the generation status moves to
 ``generation_status``. ``RUN/evaluation_manifest.json`` gains ``stages.judge``.
+
+Sharding (``shard=(i, n)``, ``fks judge RUN --shard i/n``): the records of ``RUN/scored.jsonl``
+whose facts :func:`fks.generate.runner.assign_shards` deals to shard ``i`` (all answers of a fact
+stay together, so clusters are the same as unsharded) are judged into
+``RUN/shards/shard_i_of_n/judged.jsonl``, with ``stages.judge`` in that folder's manifest;
+``fks merge RUN`` joins the shards.
 """
 
 from __future__ import annotations
@@ -203,9 +209,15 @@ def read_scored(path: Path, bench: Benchmark) -> list[ScoredRecord]:
     return records
 
 
-def judge_run(run_dir: str | Path, benchmark: str | Path | Benchmark, judge: Judge
-              ) -> dict[str, Any]:
+def judge_run(run_dir: str | Path, benchmark: str | Path | Benchmark, judge: Judge, *,
+              shard: tuple[int, int] | None = None) -> dict[str, Any]:
     """Judge ``RUN/scored.jsonl`` into ``RUN/judged.jsonl`` and record ``stages.judge``.
+
+    Args:
+        run_dir: the run directory.
+        benchmark: the benchmark (directory, ``hf[:repo]`` or loaded).
+        judge: the judge (:func:`fks.judge.make_judge`).
+        shard: ``(i, n)``: judge only shard ``i``'s facts, into ``RUN/shards/shard_i_of_n/``.
 
     Returns:
         the ``stages.judge`` manifest entry (judge identity, counts, checksums).
@@ -214,8 +226,16 @@ def judge_run(run_dir: str | Path, benchmark: str | Path | Benchmark, judge: Jud
     bench = benchmark if isinstance(benchmark, Benchmark) else load_benchmark(benchmark)
     scored = run_dir / "scored.jsonl"
     records = read_scored(scored, bench)
+    target = run_dir
+    if shard is not None:
+        from fks.generate.runner import benchmark_shards, shard_dir
+
+        owner = benchmark_shards(bench, shard[1])
+        records = [r for r in records if owner[r.fact_id] == shard[0]]
+        target = shard_dir(run_dir, shard)
+        target.mkdir(parents=True, exist_ok=True)
     rows, counts = judge_records(records, bench, judge)
-    out = run_dir / "judged.jsonl"
+    out = target / "judged.jsonl"
     atomic_write_jsonl(out, rows)
     desc = judge.describe()
     info = {
@@ -230,7 +250,9 @@ def judge_run(run_dir: str | Path, benchmark: str | Path | Benchmark, judge: Jud
         "benchmark": {"root": str(bench.root), "checksum": bench.checksum()},
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    update_run_manifest(run_dir, stage="judge", stage_info=info)
+    if shard is not None:
+        info["shard"] = list(shard)
+    update_run_manifest(target, stage="judge", stage_info=info)
     log.info("judged %d records (%d review required) -> %s", counts["records"],
              counts["review_required"], out)
     return info

@@ -39,12 +39,22 @@ def run_cmd(
     benchmark: Annotated[str, typer.Option(help="Benchmark directory, or hf[:REPO_OR_PATH].")],
     judge: Annotated[str, typer.Option(
         help="alias (default, deterministic), hf:PATH, or openai:URL.")] = "alias",
+    shard: Annotated[str | None, typer.Option(
+        help="i/n (1-based): judge only the facts dealt to shard i (the rule of every stage); "
+        "writes RUN/shards/shard_i_of_n/judged.jsonl (join with `fks merge`).")] = None,
 ) -> None:
     """Judge RUN/scored.jsonl into RUN/judged.jsonl (also the default: fks judge RUN ...)."""
     from fks.cli import get_configs
+    from fks.generate.runner import parse_shard, shard_dir
     from fks.judge import judge_run, make_judge
 
-    info = judge_run(run, benchmark, make_judge(judge, configs=get_configs(), run_dir=run))
+    shard_t = parse_shard(shard) if shard else None
+    home = run
+    if shard_t is not None:  # an LLM judge's cache stays per shard (shards may run at once)
+        home = shard_dir(run, shard_t)
+        home.mkdir(parents=True, exist_ok=True)
+    info = judge_run(run, benchmark, make_judge(judge, configs=get_configs(), run_dir=home),
+                     shard=shard_t)
     c = info["counts"]
     log.info("%s: %d records, %d facts, %d REVIEW_REQUIRED", info["name"], c["records"],
              c["facts"], c["review_required"])

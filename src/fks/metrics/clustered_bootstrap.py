@@ -51,6 +51,7 @@ On the original sample (every count 1) all of this reduces to the spec's definit
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -252,7 +253,7 @@ def relation_macro(values: Any, fact_relation: Sequence[str] | np.ndarray,
     den = np.zeros((K, x.shape[1]))
     np.add.at(num, codes, x)
     np.add.at(den, codes, m)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"), _quiet_nanmean():
         out = np.nanmean(_ratio(num, den), axis=0) if K else np.full(x.shape[1], np.nan)
     return float(out[0]) if np.asarray(values).ndim == 1 else out
 
@@ -662,6 +663,19 @@ def _kts(space: KtsSpace, fact_relation: np.ndarray, draws: ClusterDraws | None,
         geo_raw_reps=reps_g, identity_reps=reps_i, eps=space.eps)
 
 
+def _one_blas_thread() -> Any:
+    """Limit BLAS to one thread inside the KTS loops.
+
+    KTS runs many small matrix products, for which thread start-up costs more than it gives
+    (markedly so on a shared machine).
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def kts_point(space: KtsSpace, fact_relation: Sequence[str] | np.ndarray) -> KtsResult:
     """KTS-Geo, KTS-ID and KTS on the original sample (no resampling), spec §9-11.
 
@@ -669,7 +683,8 @@ def kts_point(space: KtsSpace, fact_relation: Sequence[str] | np.ndarray) -> Kts
         space: centroids of the facts.
         fact_relation: ``(F,)`` relation of each fact.
     """
-    return _kts(space, np.asarray(fact_relation), None, 4_000_000, None)
+    with _one_blas_thread():
+        return _kts(space, np.asarray(fact_relation), None, 4_000_000, None)
 
 
 def kts_bootstrap(space: KtsSpace, draws: ClusterDraws, *, chunk_elements: int = 500_000,
@@ -687,7 +702,8 @@ def kts_bootstrap(space: KtsSpace, draws: ClusterDraws, *, chunk_elements: int =
         raise ValueError(f"the space has {len(space.fact_ids)} facts, the draws "
                          f"{draws.n_facts}")
     rel = np.asarray(draws.relations)[draws.fact_relation]
-    return _kts(space, rel, draws, chunk_elements, progress)
+    with _one_blas_thread():
+        return _kts(space, rel, draws, chunk_elements, progress)
 
 
 # ========================================================================= headline figures

@@ -104,6 +104,14 @@ class IssLayerRow(_Row):
     iss: float | None = None
 
 
+class CentroidIndexRow(_Row):
+    """A row of ``hidden_family_centroids/index.jsonl``."""
+
+    row: int
+    fact_id: str
+    condition_family: str
+
+
 # ================================================================================ the facts
 @dataclass
 class FactFrame:
@@ -157,8 +165,7 @@ def _check_unique(rows: Iterable[tuple[int, Any]], path: Path) -> None:
 
 
 def _frame(behavior: list[tuple[int, BehaviorFactRow]] | None,
-           iss: list[tuple[int, IssFactRow]] | None, tau_groups: dict[str, str]
-           ) -> FactFrame:
+           iss: list[tuple[int, IssFactRow]] | None) -> FactFrame:
     """Join the per-fact files over the union of their facts."""
     b = {r.fact_id: r for _, r in behavior or []}
     s = {r.fact_id: r for _, r in iss or []}
@@ -186,7 +193,7 @@ def _frame(behavior: list[tuple[int, BehaviorFactRow]] | None,
                 values["anchor_accuracy"][i] = float(br.anchor_correct)
             group[i] = br.behavior_group
             modal[i] = br.modal_cluster or ""
-            for g, key in tau_groups.items():
+            for g, key in GROUP_METRICS.items():
                 values[key][i] = float(br.behavior_group == g)
         if sr is not None:
             for key in ("iss", "iss_peak", "iss_late"):
@@ -222,8 +229,9 @@ class CentroidStore:
             raise FksInputError("expected an object with lists 'layers' and 'families'",
                                 path=meta_p, field="layers")
         families = tuple(str(f) for f in meta["families"])
-        rows = sorted(((int(r["row"]), str(r["fact_id"]), str(r["condition_family"]), line)
-                       for line, r in iter_jsonl(index_p)), key=lambda t: t[0])
+        rows = sorted(((r.row, r.fact_id, r.condition_family, line)
+                       for line, r in iter_jsonl(index_p, CentroidIndexRow)),
+                      key=lambda t: t[0])
         for k, (row, _, fam, line) in enumerate(rows):
             if row != k:
                 raise FksInputError(f"rows must be 0..n-1 in order; found {row} at position "
@@ -344,12 +352,11 @@ def _iss_layers(path: Path, fact_ids: np.ndarray) -> tuple[list[int], np.ndarray
     return layers, out
 
 
-def load_run(run_dir: str | Path, *, tau_groups: dict[str, str] | None = None) -> RunData:
+def load_run(run_dir: str | Path) -> RunData:
     """Read a run directory.
 
     Args:
         run_dir: the run directory.
-        tau_groups: behaviour group -> share key (default :data:`GROUP_METRICS`).
 
     Raises:
         FksInputError: the directory is missing, or a present file is malformed.
@@ -365,7 +372,7 @@ def load_run(run_dir: str | Path, *, tau_groups: dict[str, str] | None = None) -
     for rows, key in ((behavior, "behavior_per_fact"), (iss, "iss_per_fact")):
         if rows is not None:
             _check_unique(rows, paths[key])
-    facts = _frame(behavior, iss, tau_groups or GROUP_METRICS) if behavior or iss else None
+    facts = _frame(behavior, iss) if behavior or iss else None
     manifest = read_run_manifest(run_dir)
     models = {r.model for rows in (behavior or [], iss or []) for _, r in rows if r.model}
     model = (sorted(models)[0] if models else

@@ -58,7 +58,7 @@ def iss_by_layer(series: Mapping[str, Mapping[str, Any]]) -> str:
         ax.fill_between(x, [_num(v) for v in s["low"]], [_num(v) for v in s["high"]],
                         alpha=0.25)
     ax.axhline(0.0, color="grey", linewidth=0.8, linestyle="--")
-    ax.set(xlabel="layer (window l/(L-1) >= 0.4)", ylabel="ISS (mean over facts)",
+    ax.set(xlabel="layer (window layers, spec §7.10)", ylabel="ISS (mean over facts)",
            title="ISS by layer, 95 % relation-clustered bootstrap band")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(title="model")

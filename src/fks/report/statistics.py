@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -301,7 +300,3 @@ def run_statistics(run: RunData, settings: Settings, *, reuse: bool = True) -> R
     log.info("bootstrap intervals of %s -> %s", run.model, ipath)
     return stats
 
-
-def selections(stats: RunStatistics) -> Sequence[tuple[str, str]]:
-    """Return the ``(coverage mode, subset)`` keys that have estimates, in document order."""
-    return list(stats.estimates)

@@ -126,6 +126,25 @@ def _modes(stats: RunStatistics) -> list[str]:
     return list(stats.document.get("coverage_modes", {}))
 
 
+def _kts_fallback(run: RunData, mode: str, name: str, pair: str | None = None
+                  ) -> dict[str, Any] | None:
+    """Return a KTS point (no interval) from ``kts_model_summary.json``.
+
+    Used when the bootstrap has none (the centroids are absent).
+    """
+    sel = _internal_selection(run, f"{mode}/all") or {}
+    if pair is not None:
+        sel = (sel.get("family_pairs") or {}).get(pair) or {}
+    value = sel.get(name)
+    return None if value is None else {"point": value, "low": None, "high": None}
+
+
+def _kts_record(run: RunData, stats: RunStatistics, mode: str, name: str
+                ) -> dict[str, Any] | None:
+    rec = stats.metric(mode, "all", name)
+    return rec if rec is not None else _kts_fallback(run, mode, name)
+
+
 def _internal_selection(run: RunData, name: str) -> dict[str, Any] | None:
     """Return the internal metrics' KTS block of a selection (``reading/coverage/subset``)."""
     if run.kts_summary is None:
@@ -145,8 +164,10 @@ def main_table(run: RunData, stats: RunStatistics) -> Table:
                                    "aggregation": agg, "n_facts": block["n_facts"],
                                    "n_relations": block["n_relations"]}
             for m in HEADLINE:
-                key = m if m in KTS_METRICS else m + suffix
-                _put(row, m, stats.metric(mode, "all", key))
+                if m in KTS_METRICS:
+                    _put(row, m, _kts_record(run, stats, mode, m))
+                else:
+                    _put(row, m, stats.metric(mode, "all", m + suffix))
             rows.append(row)
     return Table("main", "Main results (spec §13.1), 95 % relation-clustered bootstrap "
                  "intervals", ["model", "coverage_mode", "aggregation", "n_facts",
@@ -249,18 +270,25 @@ def kts_pair_table(run: RunData, stats: RunStatistics) -> Table:
     ci = ("kts_geo", "kts_geo_raw_spearman", "kts_id", "kts")
     cols = ["coverage_mode", "pair", "shared_facts", *ci]
     rows = []
+    note = ""
     for mode in _modes(stats):
         block = stats.document["coverage_modes"][mode]["subsets"]["all"]
-        info = block.get("kts") or {}
-        for pair in info.get("pairs", []):
+        info = block.get("kts")
+        if info is None:  # no centroids: the internal metrics' points, without intervals
+            pairs = (_internal_selection(run, f"{mode}/all") or {}).get("family_pairs") or {}
+            info = {"pairs": list(pairs),
+                    "shared_facts": {p: v.get("shared_facts") for p, v in pairs.items()}}
+            note = "no centroids: points from kts_model_summary.json, no intervals" \
+                if pairs else note
+        for pair in info["pairs"]:
             row: dict[str, Any] = {"coverage_mode": mode, "pair": pair,
                                    "shared_facts": info["shared_facts"][pair]}
             for m in ci:
-                _put(row, m, stats.metric(mode, "all", f"{m}[{pair}]"))
+                rec = stats.metric(mode, "all", f"{m}[{pair}]")
+                _put(row, m, rec if rec is not None else _kts_fallback(run, mode, m, pair))
             rows.append(row)
     return Table("kts_pairs", "KTS by condition pair (§13.3)", cols, rows, ci=ci,
-                 note="" if rows else "KTS not available (internal metrics or centroids "
-                                      "absent)")
+                 note=note if rows else "KTS not available (internal metrics not run)")
 
 
 def _fact_kts(stats: RunStatistics, mode: str, ids: np.ndarray) -> np.ndarray:
@@ -370,7 +398,8 @@ def leaderboard_table(runs: Sequence[tuple[RunData, RunStatistics]], mode: str) 
         row: dict[str, Any] = {"model": run.model,
                                "n_facts": (block.get("all") or {}).get("n_facts")}
         for m in HEADLINE:
-            _put(row, m, stats.metric(mode, "all", m))
+            _put(row, m, _kts_record(run, stats, mode, m) if m in KTS_METRICS
+                 else stats.metric(mode, "all", m))
         rows.append(row)
     return Table(f"leaderboard_{mode}", f"Leaderboard ({mode})", ["model", "n_facts",
                                                                    *HEADLINE], rows, ci=HEADLINE)

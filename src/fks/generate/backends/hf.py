@@ -12,6 +12,9 @@
   ``generation_config`` is replaced by one holding only the special tokens, because ``generate``
   would otherwise fill every unset option from it.
 * dtype: ``generation.dtype`` (bfloat16) on GPU, float32 on CPU; the dtype used is recorded.
+* ``device_map="auto"`` (needs ``accelerate``) spreads a model too large for one GPU over all
+  visible GPUs (and CPU memory if need be); inputs go to the embedding's device. This is the
+  hidden-state path for big models (generation itself can use vLLM's tensor parallelism).
 * Answer = generated tokens before the first EOS. ``answer_logprobs[i]`` is
   ``log_softmax(logits_i)[token_i]`` from the raw (unprocessed) logits; ``finish_reason`` is
   ``stop`` when an EOS was generated, ``length`` otherwise.
@@ -119,6 +122,15 @@ def model_file_hashes(model_path: str, revision: str | None) -> dict[str, Any]:
     }
 
 
+def _require_accelerate() -> None:
+    """Raise :class:`FksInputError` with the install hint when ``accelerate`` is missing."""
+    import importlib.util
+
+    if importlib.util.find_spec("accelerate") is None:
+        raise FksInputError("device_map needs the accelerate package: pip install accelerate "
+                            "(or drop --device-map and use one --device)", field="device_map")
+
+
 class HFBackend:
     """Greedy batched generation with ``AutoModelForCausalLM`` (see the module docstring).
 
@@ -129,6 +141,8 @@ class HFBackend:
         trust_remote_code: allow model code from the repository (off unless a flag sets it).
         revision: hub revision, when loading by id.
         dtype: override the dtype (default: ``generation.dtype`` on GPU, float32 on CPU).
+        device_map: ``"auto"`` (or an explicit map) to place the layers with ``accelerate``
+            across devices instead of moving the whole model to ``device``.
     """
 
     name = "hf"
@@ -142,6 +156,7 @@ class HFBackend:
         trust_remote_code: bool = False,
         revision: str | None = None,
         dtype: str | None = None,
+        device_map: str | dict[str, Any] | None = None,
     ) -> None:
         import torch
         import transformers
@@ -149,21 +164,29 @@ class HFBackend:
 
         self.model_path = str(model_path)
         self.generation = generation
-        self.device = resolve_device(device)
+        self.device = resolve_device(None if device_map else device)
+        self.device_map = device_map
+        if device_map:
+            _require_accelerate()
         self.dtype = dtype or (generation.dtype if self.device.startswith("cuda") else "float32")
         self.revision = revision
         self.trust_remote_code = trust_remote_code
         self._transformers_version = transformers.__version__
         torch.manual_seed(generation.seed)
         kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code, "revision": revision}
+        placement = {"device_map": device_map} if device_map else {}
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, **kwargs)
             self.model = AutoModelForCausalLM.from_pretrained(
-                self.model_path, dtype=getattr(torch, self.dtype), **kwargs
+                self.model_path, dtype=getattr(torch, self.dtype), **placement, **kwargs
             )
         except OSError as exc:
             raise offline_error(self.model_path, exc) from None
-        self.model.to(self.device).eval()
+        if device_map:  # accelerate placed the layers; inputs go where the embedding is
+            self.device = str(self.model.get_input_embeddings().weight.device)
+        else:
+            self.model.to(self.device)
+        self.model.eval()
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.eos_ids = self._eos_ids()
@@ -266,6 +289,9 @@ class HFBackend:
                 **model_file_hashes(self.model_path, self.revision),
                 "dtype": self.dtype,
                 "device": self.device,
+                **({"device_map": sorted({str(d) for d in (
+                    getattr(self.model, "hf_device_map", None) or {}).values()})}
+                   if self.device_map else {}),
                 "trust_remote_code": self.trust_remote_code,
                 "transformers_version": self._transformers_version,
                 "eos_token_ids": self.eos_ids,

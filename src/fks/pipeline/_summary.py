@@ -1,0 +1,62 @@
+"""The few headline figures printed at the end of ``fks run`` and ``fks demo``.
+
+Read from ``RUN/metrics/bootstrap_intervals.json`` (point and 95 % interval, relation-clustered
+bootstrap) in the first coverage mode of ``metrics.yaml`` (``complete_family`` by default), all
+facts; a figure whose stage did not run is absent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fks.io import read_json
+from fks.log import console
+
+__all__ = ["HEADLINE", "headline_figures", "render_headline"]
+
+#: figure key in bootstrap_intervals.json -> display name
+HEADLINE: dict[str, str] = {"anchor_accuracy": "anchor accuracy", "bcs": "BCS", "bes": "BES",
+                            "scr": "stable correct", "ur": "unstable", "iss": "ISS",
+                            "kts_geo": "KTS-Geo", "kts_id": "KTS-ID", "kts": "KTS"}
+
+
+def headline_figures(run_dir: str | Path) -> dict[str, Any]:
+    """Return ``{"mode", "n_facts", "n_relations", "figures": {key: {point, low, high}}}``.
+
+    Empty ``figures`` when the bootstrap has not run.
+    """
+    path = Path(run_dir) / "metrics" / "bootstrap_intervals.json"
+    if not path.is_file():
+        return {"mode": None, "n_facts": None, "n_relations": None, "figures": {}}
+    doc = read_json(path)
+    modes = doc.get("coverage_modes") or {}
+    mode = next(iter(modes), None)
+    block = (modes.get(mode) or {}).get("subsets", {}).get("all", {}) if mode else {}
+    metrics = block.get("metrics") or {}
+    figures = {key: {k: metrics[key].get(k) for k in ("point", "low", "high")}
+               for key in HEADLINE if key in metrics}
+    return {"mode": mode, "n_facts": block.get("n_facts"), "n_relations":
+            block.get("n_relations"), "figures": figures}
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def render_headline(run_dir: str | Path, *, title: str | None = None) -> dict[str, Any]:
+    """Print the headline figures as a table on the fks console; returns them."""
+    from rich.table import Table
+
+    head = headline_figures(run_dir)
+    table = Table(title=title or f"{Path(run_dir).name}: {head['mode'] or 'no bootstrap'}"
+                  f" ({head['n_facts']} facts, {head['n_relations']} relations)")
+    table.add_column("figure")
+    table.add_column("point", justify="right")
+    table.add_column("95 % CI", justify="right")
+    for key, name in HEADLINE.items():
+        fig = head["figures"].get(key)
+        if fig is not None:
+            table.add_row(name, _fmt(fig["point"]), f"[{_fmt(fig['low'])}, {_fmt(fig['high'])}]")
+    console.print(table)
+    return head

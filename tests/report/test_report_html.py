@@ -1,0 +1,89 @@
+"""The self-contained HTML report: escaping, no external resources, sections per stage."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from report_runs import XSS, synthetic_run
+
+from fks.configs import load_configs
+from fks.errors import FksInputError
+from fks.report.build import build_report
+
+
+@pytest.fixture(scope="module")
+def configs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cfg")
+    (d / "metrics.yaml").write_text("bootstrap: {n_resamples: 120}\n")
+    return load_configs([d / "metrics.yaml"])
+
+
+def no_external_resources(html: str) -> None:
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html, re.I)
+    assert "<link" not in html.lower()
+    assert re.search(r"<script", html, re.I) is None  # no script tag at all, escaped or ours
+
+
+def test_model_text_is_escaped_and_the_file_is_self_contained(tmp_path, configs):
+    run = synthetic_run(tmp_path)
+    out = build_report([run], configs=configs)
+    assert out == run / "report.html"
+    html = out.read_text()
+    assert XSS not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "answer 0 &amp; more" in html  # every other answer is escaped too
+    no_external_resources(html)
+    images = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,[A-Za-z0-9+/=]+"', html)
+    # behaviour bars, ISS by layer, KTS heatmap, per-relation bars, calibration
+    assert len(images) >= 5
+    for section in ("Sanity checks", "Calibration", "Example answers", "KTS by condition pair",
+                    "Internal stability by behaviour group", "Joint internal x external"):
+        assert section in html
+    assert '<span class="fail">fail</span>' in html and '<span class="pass">pass</span>' in html
+    assert "raw_vs_transported" in html
+    assert "not run" not in html.split("Example answers")[0].split("Figures across runs")[1]
+
+
+def test_stages_that_did_not_run_say_so(tmp_path, configs):
+    run = synthetic_run(tmp_path, internal=False, extras=False)
+    html = build_report([run], configs=configs, out=tmp_path / "r.html").read_text()
+    assert "not run: no sanity_checks.json" in html
+    assert "not run: no calibration_summary.json" in html
+    assert "not run: judged.jsonl absent" in html
+    assert "not run: no per-layer ISS" in html
+    assert "BCS" in html  # the behavioural figures are still there
+    no_external_resources(html)
+
+
+def test_a_run_without_any_metrics_still_renders(tmp_path, configs):
+    run = tmp_path / "empty"
+    (run / "metrics").mkdir(parents=True)
+    html = build_report([run], configs=configs).read_text()
+    assert "not run: no behavioural metrics" in html
+    assert not (run / "metrics" / "bootstrap_intervals.json").exists()
+
+
+def test_several_runs_get_a_leaderboard_and_paired_differences(tmp_path, configs):
+    a = synthetic_run(tmp_path, "a", model="model-a", seed=1)
+    b = synthetic_run(tmp_path, "b", model="model-b", seed=2, shift=0.1)
+    c = synthetic_run(tmp_path, "c", model="model-c", seed=3, checksum="other-bench")
+    out = build_report([a, b, c], configs=configs, out=tmp_path / "all.html",
+                       reference="model-b")
+    html = out.read_text()
+    assert "Leaderboard (complete_family)" in html and "Leaderboard (full_set)" in html
+    assert "Paired differences against model-b" in html
+    assert "model-a - model-b (full_set)" in html
+    assert "model-c versus model-b: not compared" in html and "different benchmarks" in html
+    assert (tmp_path / "all_tables" / "leaderboard_full_set.csv").is_file()
+    no_external_resources(html)
+    with pytest.raises(FksInputError, match="no run named"):
+        build_report([a, b], configs=configs, out=tmp_path / "x.html", reference="nope")
+    with pytest.raises(FksInputError, match="--out"):
+        build_report([a, b], configs=configs)
+
+
+def test_default_output_path_is_inside_the_run(tmp_path, configs):
+    run = synthetic_run(tmp_path, internal=False)
+    assert build_report([Path(run)], configs=configs, kts_bootstrap=False) == run / "report.html"
