@@ -211,9 +211,20 @@ def test_demo_benchmark_is_reproducible(demo_benchmark, tmp_path):
         assert first.read_bytes() == second.read_bytes()
 
 
-def test_fks_demo_command(tmp_path):
-    from fks.cli import main
+def test_fks_demo_command(tmp_path, monkeypatch):
+    import functools
 
+    from fks.cli import main
+    from fks.data import demo
+    from fks.demo_model import DemoModelConfig
+
+    # fks demo also trains a demo model and runs every stage: keep it small and its cache here
+    # (the full-size path is tested at reduced size in tests/pipeline/test_demo_pipeline.py)
+    small = DemoModelConfig(n_layers=3, hidden=32, n_heads=2, n_kv_heads=2, intermediate=64,
+                            vocab_size=400, steps=4, batch_size=16, warmup_steps=1)
+    monkeypatch.setattr(demo, "run_demo", functools.partial(
+        demo.run_demo, model_config=small, limit=10, jlens_prompts=4,
+        cache_dir=tmp_path / "cache"))
     out = tmp_path / "demo_out"
     with pytest.raises(SystemExit) as exc:
         main(["demo", "--out", str(out)])

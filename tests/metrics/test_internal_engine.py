@@ -350,3 +350,13 @@ def test_cli_metrics_internal_part(world, tmp_path, capsys):
     capsys.readouterr()
     assert _fks("metrics", run, "--part", "internal") == 2
     assert "--transport raw" in capsys.readouterr().err
+
+
+def test_fast_ranks_equal_scipy_rankdata():
+    from fks.metrics._scores import _ranks
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(500)
+    np.testing.assert_array_equal(_ranks(x), scipy.stats.rankdata(x))
+    x[::7] = 0.25  # ties: averaged
+    np.testing.assert_array_equal(_ranks(x), scipy.stats.rankdata(x))

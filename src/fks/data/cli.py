@@ -82,7 +82,11 @@ def demo_cmd(
         "fks_demo"
     ),
 ) -> None:
-    """Run the embedded default, fully offline (currently: build, validate and summarise the demo benchmark)."""
+    """Run the embedded default, fully offline, and write an HTML report.
+
+    Builds the demo benchmark, trains a tiny Llama on part of its facts (first run only, then
+    cached), runs every stage of fks run and writes OUT/runs/fks-demo-llama/report.html.
+    """
     from fks.cli import get_configs
     from fks.data.demo import run_demo
 

@@ -6,22 +6,34 @@ by hand for fks in the mParaRel layout (``mpararel/data/mpararel_reviewed/{tuple
 builder gives a small benchmark with all eight condition families, fully offline, in seconds.
 See ``fks/data/demo_source/README.md`` for what the source holds.
 
-``run_demo`` is the body of ``fks demo``; it composes library calls only, so later stages
-(generation, scoring, metrics) can be appended one call each.
+``run_demo`` is the body of ``fks demo``; it composes library calls only: the benchmark
+build, :func:`fks.demo_model.ensure_demo_model` (a tiny Llama fks trains itself, cached) and
+:func:`fks.pipeline.run_pipeline` (every stage of ``fks run``, ending in ``report.html``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from fks.configs import ConfigSet
 from fks.data.build import BuildResult, build_benchmark
 from fks.data.stats import render_statistics
 from fks.errors import FksInputError
+from fks.io import atomic_write_json, read_json
+from fks.log import console
 
-__all__ = ["DEMO_SEED", "demo_source_dir", "build_demo_benchmark", "run_demo"]
+if TYPE_CHECKING:
+    from fks.demo_model import DemoModelConfig
+
+__all__ = ["DEMO_SEED", "DEMO_MODEL_NAME", "DemoResult", "demo_source_dir", "build_demo_benchmark",
+           "run_demo"]
 
 log = logging.getLogger(__name__)
 
@@ -78,17 +90,110 @@ def build_demo_benchmark(out: Path, *, configs: ConfigSet) -> Path:
     return _build_checked(Path(out), configs).out
 
 
-def run_demo(out: Path, *, configs: ConfigSet) -> None:
-    """Run the offline demo: build and validate the demo benchmark, print its statistics.
+#: the demo model's run folder name (``OUT/runs/<name>/``)
+DEMO_MODEL_NAME = "fks-demo-llama"
+#: figures printed at the end of ``fks demo``
+DEMO_HEADLINE = ("anchor_accuracy", "bcs", "iss", "kts")
+_DEMO_STATE = "demo.json"
 
-    Writes ``out/benchmark/`` (see :func:`build_demo_benchmark`).
+
+@dataclass(frozen=True)
+class DemoResult:
+    """Where ``fks demo`` wrote what."""
+
+    benchmark: Path
+    model_dir: Path
+    run_dir: Path
+    report: Path | None
+    headline: dict[str, Any]
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int | None) -> Iterator[None]:
+    """Run the block with ``n`` torch threads (None: leave as is), restored afterwards."""
+    if n is None:
+        yield
+        return
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def _reset_stale_run(out: Path, state: dict[str, Any]) -> None:
+    """Remove ``OUT/runs/<demo>`` when it was made by another demo model or limit.
+
+    The folder is the demo's own output; a run of another model there would make ``generate``
+    refuse to resume (rightly, for a user's run).
     """
+    path = out / _DEMO_STATE
+    old = read_json(path) if path.is_file() else None
+    run_dir = out / "runs" / DEMO_MODEL_NAME
+    if old != state and run_dir.exists():
+        log.warning("the demo run in %s was made with another demo model or limit; starting "
+                    "it anew", run_dir)
+        shutil.rmtree(run_dir)
+    atomic_write_json(path, state)
+
+
+def run_demo(
+    out: Path,
+    *,
+    configs: ConfigSet,
+    model_config: DemoModelConfig | None = None,
+    limit: int | None = None,
+    cache_dir: Path | None = None,
+    jlens_prompts: int = 256,
+    threads: int | None = 1,
+) -> DemoResult:
+    """Run the offline demo: benchmark, demo model, every ``fks run`` stage, report.
+
+    1. build and validate the demo benchmark into ``out/benchmark/`` (and print its table);
+    2. :func:`fks.demo_model.ensure_demo_model`: train the demo model on part of the demo
+       facts (first run only; cached under ``$FKS_CACHE`` or ``~/.cache/fks``);
+    3. :func:`fks.pipeline.run_pipeline` with the ``hf`` backend on CPU into
+       ``out/runs/fks-demo-llama/``: generate, score, judge, behaviour metrics, hidden states,
+       J-Lens, ISS/KTS, calibration, bootstrap, ``report.html``; a rerun skips what is done;
+    4. print anchor accuracy, BCS, ISS and KTS with 95 % intervals, and the report path.
+
+    Args:
+        out: the demo's output folder.
+        configs: the configs in force.
+        model_config: demo model settings (default :class:`~fks.demo_model.DemoModelConfig`;
+            smaller ones make quick tests).
+        limit: evaluate only this many facts (round-robin over relations); the model is still
+            trained on the full demo split.
+        cache_dir: where trained demo models are cached (default: see
+            :func:`fks.demo_model.cache_root`).
+        jlens_prompts: main queries the J-Lens average runs over.
+        threads: torch threads while the demo runs (default 1: the demo model is so small
+            that more threads only add synchronisation; None leaves torch's setting).
+    """
+    from fks.demo_model import DemoModelConfig, ensure_demo_model
+    from fks.pipeline import PipelineContext, PipelineOptions, render_headline, run_pipeline
+
     out = Path(out)
     result = _build_checked(out / "benchmark", configs)
     render_statistics(result.statistics)
     log.info("demo benchmark (validation passed): %s", result.out)
-    log.info("  facts:      %s", result.facts_path)
-    log.info("  queries:    %s", result.queries_path)
-    log.info("  statistics: %s", result.out / "dataset_statistics.json")
-    log.info("  validation: %s", result.out / "validation_report.json")
-    log.info("  source:     %s", demo_source_dir())
+    with _torch_threads(threads):
+        model_dir = ensure_demo_model(configs=configs, cache_dir=cache_dir,
+                                      benchmark=result.out,
+                                      config=model_config or DemoModelConfig())
+        _reset_stale_run(out, {"model_dir": str(model_dir.resolve()), "limit": limit,
+                               "jlens_prompts": jlens_prompts})
+        ctx = PipelineContext.create(
+            runs_dir=out / "runs", model=DEMO_MODEL_NAME, model_path=str(model_dir),
+            benchmark=result.out, configs=configs, limit=limit,
+            options=PipelineOptions(backend="hf", device="cpu", jlens_prompts=jlens_prompts))
+        run = run_pipeline(ctx)
+    headline = render_headline(run.run_dir, keys=DEMO_HEADLINE,
+                               title=f"fks demo ({DEMO_MODEL_NAME}, trained by fks on part of "
+                               "the demo facts)")
+    console.print(f"report: {run.report}" if run.report else f"run: {run.run_dir}",
+                  soft_wrap=True, highlight=False)
+    return DemoResult(result.out, model_dir, run.run_dir, run.report, headline)

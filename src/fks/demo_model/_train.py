@@ -43,10 +43,11 @@ SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>",
 class DemoModelConfig:
     """Architecture and training settings of the demo model (all part of its cache key).
 
-    The defaults train in about a minute on two CPU cores.
+    The defaults (5 blocks, d = 128, 400 steps of 32 examples, about 1.3 M parameters) train in
+    about 1.5 minutes on one CPU core.
     """
 
-    n_layers: int = 4
+    n_layers: int = 5
     hidden: int = 128
     n_heads: int = 4
     n_kv_heads: int = 4
@@ -194,8 +195,8 @@ def train_demo_model(
         max_prompt_len: the decoding protocol's prompt cap (prompts are cut as generation cuts).
 
     Returns:
-        training statistics: ``n_examples``, ``n_parameters``, ``loss_first``, ``loss_last``
-        (mean of the first / last 20 steps), ``steps``.
+        training statistics: ``n_examples``, ``n_parameters``, ``steps``, ``loss_first`` and
+        ``loss_last`` (mean answer loss of the first / last ``min(20, steps // 2)`` steps).
     """
     import torch
 
@@ -230,7 +231,7 @@ def train_demo_model(
         out.mkdir(parents=True, exist_ok=True)
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
-    window = min(20, len(losses))
+    window = max(1, min(20, len(losses) // 2))
     stats = {
         "n_examples": len(rows),
         "n_parameters": sum(p.numel() for p in model.parameters()),

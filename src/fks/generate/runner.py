@@ -78,6 +78,8 @@ __all__ = [
     "shard_dir",
     "find_shards",
     "check_shard_records",
+    "identity_problems",
+    "shard_merge_problems",
     "make_record",
     "generate_run",
     "merge_shards",
@@ -647,27 +649,24 @@ def identity_problems(
             if _dig(first, name) != _dig(man, name)]
 
 
-def merge_shards(
-    run_dir: str | Path, *, benchmark: str | Path | None = None, check_only: bool = False
-) -> GenerateSummary:
-    """Join ``RUN/shards/shard_i_of_n/generations.jsonl`` into ``RUN/generations.jsonl``.
+@dataclass
+class _MergePlan:
+    """A verified generation merge: the records in order and what the manifest needs."""
 
-    Checks: every shard 1..n present; their manifests agree on :data:`IDENTITY_FIELDS`; the
-    benchmark (``benchmark`` or the path in the shard manifests) has the recorded checksum;
-    every selected query is recorded exactly once, in the shard its fact is dealt to
-    (:func:`assign_shards`); every shard file has the sha256 its manifest recorded. The output
-    is in benchmark order, written atomically, with a merged manifest.
+    shards: dict[int, Path]
+    manifests: dict[int, dict[str, Any]]
+    expected: list[Query]
+    owner: dict[str, int]
+    by_id: dict[str, Any]
 
-    Args:
-        run_dir: the run directory ``RUN``.
-        benchmark: the benchmark (default: the path recorded in the shard manifests).
-        check_only: verify only; write nothing (``fks merge`` checks every stage first).
+
+def _plan_merge(run_dir: Path, benchmark: str | Path | None) -> tuple[_MergePlan | None, list[str]]:
+    """Check the generation shards of ``run_dir``; returns ``(plan, [])`` or ``(None, problems)``.
 
     Raises:
-        FksInputError: a missing shard, disagreeing manifests, or missing / doubled / unexpected
-            / misplaced records or changed files (all listed).
+        FksInputError: no shard folders, mixed splits or missing shard folders (listed), a
+            shard without a generation manifest, or a benchmark that is not the shards' one.
     """
-    run_dir = Path(run_dir)
     shards = find_shards(run_dir)
     n = len(shards)
     manifests = {i: read_run_manifest(p) for i, p in shards.items()}
@@ -676,8 +675,7 @@ def merge_shards(
             raise FksInputError("shard has no run manifest", path=shards[i] / MANIFEST_NAME)
     problems = identity_problems(manifests, IDENTITY_FIELDS)
     if problems:
-        raise FksInputError("cannot merge shards: " + "; ".join(problems),
-                            path=run_dir / "shards")
+        return None, problems
     first = manifests[1]
     bench = load_benchmark(benchmark or first["benchmark"]["path"])
     if bench.checksum() != first["benchmark"]["checksum"]:
@@ -692,23 +690,51 @@ def merge_shards(
         shards, GENERATIONS_NAME, GenerationRecord,
         [(q.query_id, q.fact_id) for q in expected], owner, checksums=sums)
     if problems:
+        return None, problems
+    return _MergePlan(shards, manifests, expected, owner, by_id), []
+
+
+def shard_merge_problems(run_dir: str | Path, *, benchmark: str | Path | None = None
+                         ) -> list[str]:
+    """Everything :func:`merge_shards` would refuse, one line each (empty: it would merge)."""
+    try:
+        return _plan_merge(Path(run_dir), benchmark)[1]
+    except FksInputError as exc:
+        return [exc.one_line()]
+
+
+def merge_shards(run_dir: str | Path, *, benchmark: str | Path | None = None) -> GenerateSummary:
+    """Join ``RUN/shards/shard_i_of_n/generations.jsonl`` into ``RUN/generations.jsonl``.
+
+    Checks: every shard 1..n present; their manifests agree on :data:`IDENTITY_FIELDS`; the
+    benchmark (``benchmark`` or the path in the shard manifests) has the recorded checksum;
+    every selected query is recorded exactly once, in the shard its fact is dealt to
+    (:func:`assign_shards`); every shard file has the sha256 its manifest recorded. The output
+    is in benchmark order, written atomically, with a merged manifest.
+
+    Raises:
+        FksInputError: a missing shard, disagreeing manifests, or missing / doubled / unexpected
+            / misplaced records or changed files (all listed).
+    """
+    run_dir = Path(run_dir)
+    plan, problems = _plan_merge(run_dir, benchmark)
+    if plan is None:
         raise FksInputError("cannot merge shards: " + "; ".join(problems),
                             path=run_dir / "shards", field="query_id")
-    records = [by_id[q.query_id] for q in expected]
-    counts = Counter(r.status for r in records)
-    if check_only:
-        return GenerateSummary(run_dir, len(expected), 0, 0, dict(counts))
+    n, first = len(plan.shards), plan.manifests[1]
+    records = [plan.by_id[q.query_id] for q in plan.expected]
     atomic_write_jsonl(run_dir / GENERATIONS_NAME, records)
+    counts = Counter(r.status for r in records)
     sections = {k: v for k, v in first.items() if k != "stages"}
-    sections["selection"] = {**sel, "shard": None, "n_selected": len(expected),
-                             "merged_from_shards": n}
+    sections["selection"] = {**first["selection"], "shard": None,
+                             "n_selected": len(plan.expected), "merged_from_shards": n}
     update_run_manifest(run_dir, sections, stage="generate", stage_info={
         "merged_at": _now(),
-        "shards": [{"shard": f"{i}/{n}", "sha256": manifests[i]["stages"].get("generate", {})
+        "shards": [{"shard": f"{i}/{n}", "sha256": plan.manifests[i]["stages"]["generate"]
                     .get("sha256"), "n_records": sum(
-                        1 for q in expected if owner[q.fact_id] == i)}
-                   for i in sorted(shards)],
+                        1 for q in plan.expected if plan.owner[q.fact_id] == i)}
+                   for i in sorted(plan.shards)],
     })
-    summary = GenerateSummary(run_dir, len(expected), 0, len(records), dict(counts))
+    summary = GenerateSummary(run_dir, len(plan.expected), 0, len(records), dict(counts))
     _finish_manifest(run_dir, summary)
     return summary

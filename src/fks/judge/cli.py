@@ -49,10 +49,8 @@ def run_cmd(
     from fks.judge import judge_run, make_judge
 
     shard_t = parse_shard(shard) if shard else None
-    home = run
-    if shard_t is not None:  # an LLM judge's cache stays per shard (shards may run at once)
-        home = shard_dir(run, shard_t)
-        home.mkdir(parents=True, exist_ok=True)
+    # an LLM judge's cache stays in the shard folder (judge_run creates it; shards may run at once)
+    home = shard_dir(run, shard_t) if shard_t is not None else run
     info = judge_run(run, benchmark, make_judge(judge, configs=get_configs(), run_dir=home),
                      shard=shard_t)
     c = info["counts"]

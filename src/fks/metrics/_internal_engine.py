@@ -308,6 +308,7 @@ class LayerScores:
     iss: dict[str, dict[str, np.ndarray]]
     kts: dict[tuple[int, bytes], dict[str, dict[str, Any]]]
     whitening: dict[str, Any]
+    seconds: dict[str, float]
 
 
 def _mask_key(mask: np.ndarray) -> bytes:
@@ -422,20 +423,39 @@ def _process_layer(ctx: _Context, layer: int, averaging: Any,
                    tol: SanityTolerances) -> tuple[LayerScores, dict[str, Any] | None]:
     """Embed, centroid, score one layer (and run the sanity checks on the representative)."""
     m = ctx.configs.metrics
+    clock = _Clock()
     J = None if ctx.jlens is None else ctx.jlens[layer]
     x = load_layer(ctx.store, layer, ctx.design)
+    clock.lap("load")
     q, res, wh = embed(x, ctx.design, J, m.whitening, m.eps)
     del x
+    clock.lap("transport_residualise_whiten")
     V = family_centroids(q, ctx.design, m.eps, averaging)
     _write_centroids(ctx.out_dir / CENTROIDS_DIR, layer, V, ctx.design.has)
+    clock.lap("centroids")
     iss, kts = score_layer(V, ctx.design, ctx.neg, ctx.pairs, ctx.reading_pairs,
                            ctx.selections, min_facts=m.kts_geo_min_facts, eps=m.eps)
+    clock.lap("iss_kts")
     sanity = None
     if layer == ctx.rep_layer:
         from fks.metrics._internal_sanity import run_sanity_checks
 
         sanity = run_sanity_checks(ctx, layer, q, V, iss, res, wh, tol)
-    return LayerScores(layer, iss, kts, _whitening_info(wh)), sanity
+        clock.lap("sanity_checks")
+    return LayerScores(layer, iss, kts, _whitening_info(wh), clock.laps), sanity
+
+
+class _Clock:
+    """Wall-clock laps (seconds) for the timing record of the summaries."""
+
+    def __init__(self) -> None:
+        self.t = time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = round(now - self.t, 3)
+        self.t = now
 
 
 def run_internal_metrics(

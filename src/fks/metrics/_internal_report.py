@@ -271,6 +271,7 @@ def assemble_outputs(ctx: _Context, layers: Sequence[LayerScores], sanity: dict[
                                             "n_facts", "n_defined")},
         "negatives": ctx.neg_info,
         "whitening_per_layer": {str(ls.layer): ls.whitening for ls in layers},
+        "seconds_per_layer": {str(ls.layer): ls.seconds for ls in layers},
         "selections": iss_blocks,
         "sanity_checks": sanity.get("summary"),
         "seconds": round(seconds, 3),

@@ -90,15 +90,16 @@ def pair_scores(V: np.ndarray, has: np.ndarray, neg: Negatives,
         if not len(b):
             continue
         local[b] = np.arange(len(b))
-        rows = np.arange(len(b))[:, None]
-        nb, mb = local[neg.idx[b]], neg.mask[b]
+        M0 = np.zeros((len(b), len(b)), dtype=V.dtype)  # M0[f, g] = 1: g is a negative of f
+        rows = np.broadcast_to(np.arange(len(b))[:, None], neg.idx[b].shape)
+        M0[rows[neg.mask[b]], local[neg.idx[b][neg.mask[b]]]] = 1.0
         for p, (i, j) in enumerate(pairs):
             S = grams.cross(k, i, j)
             pos[b, p] = np.diagonal(S)
-            both = has[:, i] & has[:, j]
-            m = mb & both[neg.idx[b]]
-            bg[b, p] = np.where(m, 0.5 * (S[rows, nb] + S.T[rows, nb]), 0.0).sum(axis=1)
-            bg_n[b, p] = m.sum(axis=1)
+            M = M0 * (has[b, i] & has[b, j]).astype(V.dtype)[None, :]  # negatives with both
+            # sum_g M[f, g] (S[f, g] + S[g, f]) / 2, without temporaries
+            bg[b, p] = 0.5 * (np.einsum("ij,ij->i", S, M) + np.einsum("ji,ij->i", S, M))
+            bg_n[b, p] = np.rint(M.sum(axis=1))
     pos_ok = np.stack([has[:, i] & has[:, j] for i, j in pairs], axis=1) if P else \
         np.zeros((F, 0), bool)
     bg_ok = pos_ok & (bg_n > 0)
@@ -169,11 +170,22 @@ class BlockGrams:
         if key not in self._ranks:
             G = self.cross(b, t, t)[np.ix_(sub, sub)]
             iu = np.triu_indices(len(sub), k=1)
-            r = scipy.stats.rankdata(1.0 - G[iu])
+            r = _ranks(1.0 - G[iu])
             r -= r.mean()
             norm = float(np.linalg.norm(r))
             self._ranks[key] = r / norm if norm > 0 else None
         return self._ranks[key]
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks ``1..m`` (float64) of ``x``, ties averaged (as ``scipy.stats.rankdata``)."""
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    if len(xs) > 1 and np.any(xs[1:] == xs[:-1]):
+        return scipy.stats.rankdata(x)
+    r = np.empty(len(x))
+    r[order] = np.arange(1, len(x) + 1)
+    return r
 
 
 #: the former name (one block per relation)

@@ -245,16 +245,18 @@ def centroid_matrix(design: Design) -> scipy.sparse.csr_matrix:
 
 def family_centroids(q: np.ndarray, design: Design, eps: float,
                      averaging: scipy.sparse.csr_matrix | None = None) -> np.ndarray:
-    """Compute the ``(F, T, k)`` float64 unit centroids ``v_{f,t}`` of unit rows ``q (n, k)``.
+    """Compute the ``(F, T, k)`` unit centroids ``v_{f,t}`` of unit rows ``q (n, k)``.
 
-    Rows of absent (fact, family) cells are zero (mask them with ``design.has``).
+    Averaged and normalised in float64, returned in ``q``'s dtype (float32 in production:
+    the states' own precision; the scores downstream follow that dtype). Rows of absent
+    (fact, family) cells are zero (mask them with ``design.has``).
     """
     A = centroid_matrix(design) if averaging is None else averaging
-    C = np.asarray(A @ q, dtype=np.float64)
+    C = np.asarray(A @ q, dtype=np.float64)  # averaged in float64
     norms = np.linalg.norm(C, axis=1)
     C /= np.maximum(norms, eps)[:, None]
     C[~design.has.reshape(-1)] = 0.0
-    return C.reshape(len(design.fact_ids), len(design.families), -1)
+    return C.reshape(len(design.fact_ids), len(design.families), -1).astype(q.dtype, copy=False)
 
 
 def embed(x: np.ndarray, design: Design, J: np.ndarray | None, cfg: WhiteningConfig,

@@ -7,6 +7,7 @@ facts; a figure whose stage did not run is absent.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,19 +45,31 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def render_headline(run_dir: str | Path, *, title: str | None = None) -> dict[str, Any]:
-    """Print the headline figures as a table on the fks console; returns them."""
+def render_headline(run_dir: str | Path, *, title: str | None = None,
+                    keys: Sequence[str] | None = None) -> dict[str, Any]:
+    """Print the headline figures as a table on the fks console; returns them.
+
+    Args:
+        run_dir: the run directory.
+        title: the table title (default: run name, coverage mode, facts, relations).
+        keys: the figures to show, in order (default: every key of :data:`HEADLINE`).
+    """
     from rich.table import Table
 
     head = headline_figures(run_dir)
+    if not head["figures"]:
+        console.print(f"{Path(run_dir).name}: no bootstrap intervals (the bootstrap stage has "
+                      "not run)", highlight=False)
+        return head
     table = Table(title=title or f"{Path(run_dir).name}: {head['mode'] or 'no bootstrap'}"
                   f" ({head['n_facts']} facts, {head['n_relations']} relations)")
     table.add_column("figure")
     table.add_column("point", justify="right")
     table.add_column("95 % CI", justify="right")
-    for key, name in HEADLINE.items():
+    for key in keys or HEADLINE:
         fig = head["figures"].get(key)
         if fig is not None:
-            table.add_row(name, _fmt(fig["point"]), f"[{_fmt(fig['low'])}, {_fmt(fig['high'])}]")
+            ci = f"[{_fmt(fig['low'])}, {_fmt(fig['high'])}]"
+            table.add_row(HEADLINE[key], _fmt(fig["point"]), ci)
     console.print(table)
     return head

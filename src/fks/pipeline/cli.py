@@ -79,7 +79,8 @@ def run_cmd(
     if transport not in ("jlens", "raw"):
         raise FksInputError(f"expected jlens or raw; found {transport!r}", field="transport")
     stage_names = _split(stages)
-    select_stages(stage_names, backend=backend)  # check the names before any work
+    if stage_names is not None:
+        select_stages(stage_names, backend=backend)  # check the names before any work
     extra: dict[str, object] = {}
     if backend == "openai":
         if not base_url:

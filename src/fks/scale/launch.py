@@ -55,6 +55,7 @@ __all__ = [
     "LocalExecutor",
     "task_payload",
     "run_shard_task",
+    "run_model_task",
     "plan_tasks",
     "launch",
 ]
@@ -140,7 +141,7 @@ class Executor(Protocol):
 
 # ----------------------------------------------------------------------------- payload
 def task_payload(ctx: PipelineContext) -> dict[str, Any]:
-    """The JSON-able description of the run that every shard task rebuilds its context from."""
+    """Describe the run as JSON-able data; every shard task rebuilds its context from it."""
     faults = [f.strip() for f in os.environ.get(FAULT_ENV, "").split(",") if f.strip()]
     return {
         "run_dir": str(Path(ctx.run_dir).resolve()),
@@ -201,11 +202,10 @@ def _stage_body(ctx: PipelineContext, stage: str, shard: tuple[int, int]) -> dic
         from fks.generate.runner import shard_dir
         from fks.judge import judge_run, make_judge
 
-        home = shard_dir(ctx.run_dir, shard)
-        home.mkdir(parents=True, exist_ok=True)
+        # the judge's cache (LLM judges) stays in the shard folder: shards may run at once
         info = judge_run(ctx.run_dir, ctx.benchmark,
-                         make_judge(ctx.options.judge, configs=ctx.configs, run_dir=home),
-                         shard=shard)
+                         make_judge(ctx.options.judge, configs=ctx.configs,
+                                    run_dir=shard_dir(ctx.run_dir, shard)), shard=shard)
         return {"records": info["counts"]["records"]}
     raise ValueError(f"stage {stage!r} is not sharded; sharded: {', '.join(SHARDED_STAGES)}")
 
@@ -230,7 +230,28 @@ def run_shard_task(payload: dict[str, Any], stage: str, shard: int, n: int) -> d
     finally:
         ctx.close()
     return {"stage": stage, "shard": shard, "seconds": round(time.perf_counter() - started, 3),
-            **out}
+            "pid": os.getpid(), **out}
+
+
+def run_model_task(payload: dict[str, Any], stages: Sequence[str] | None) -> dict[str, Any]:
+    """Run one model's whole ``fks run`` in this process (one task per model of a sweep).
+
+    Returns:
+        ``{"model", "ran", "seconds", "pid"}``, or ``{"model", "error", "internal": False}``
+        for bad input (never retried).
+
+    Raises:
+        Exception: any other failure, for the executor to retry.
+    """
+    started = time.perf_counter()
+    _inject_fault(payload, "model", 0)
+    ctx = _context(payload)
+    try:
+        ran = run_pipeline(ctx, stages=stages).ran
+    except FksInputError as exc:
+        return {"model": ctx.model, "error": exc.one_line(), "internal": False}
+    return {"model": ctx.model, "ran": ran, "seconds": round(time.perf_counter() - started, 3),
+            "pid": os.getpid()}
 
 
 # ---------------------------------------------------------------------------- executors
@@ -267,7 +288,7 @@ class LocalExecutor:
 # ------------------------------------------------------------------------------ driver
 def plan_tasks(stage: str, settings: LaunchSettings, options: PipelineOptions
                ) -> list[ShardTask]:
-    """The ``n`` tasks of one stage, with their declared resources."""
+    """List the ``n`` tasks of one stage, with their declared resources."""
     gpus = settings.gpus_per_task
     if stage == "judge" and not options.judge.startswith("hf:"):
         gpus = 0.0  # the alias judge and server judges need no GPU here
@@ -313,6 +334,18 @@ def _merge_and_adopt(ctx: PipelineContext, stages: list[str], result: LaunchResu
         result.adopted.append(name)
 
 
+def _check_existing_split(run_dir: Path, n: int) -> None:
+    """Refuse to mix splits: ``RUN/shards`` may only hold ``shard_i_of_n`` folders of this n."""
+    import re
+
+    found = {int(m.group(1)) for p in (Path(run_dir) / "shards").glob("shard_*_of_*")
+             if (m := re.fullmatch(r"shard_\d+_of_(\d+)", p.name))}
+    if found - {n}:
+        raise FksInputError(f"RUN/shards holds a split into {sorted(found)} shard(s); use "
+                            f"--shards {min(found)} to resume it, or remove RUN/shards",
+                            path=Path(run_dir) / "shards", field="shards")
+
+
 def launch(ctx: PipelineContext, settings: LaunchSettings, executor: Executor) -> LaunchResult:
     """Run ``fks run`` for ``ctx`` with its heavy stages sharded (see the module docstring).
 
@@ -328,6 +361,7 @@ def launch(ctx: PipelineContext, settings: LaunchSettings, executor: Executor) -
     if settings.shards > n_facts:
         raise FksInputError(f"{settings.shards} shards for {n_facts} facts: every shard needs "
                             "at least one fact", field="shards")
+    _check_existing_split(ctx.run_dir, settings.shards)
     names = [s.name for s in select_stages(settings.stages, backend=ctx.options.backend)]
     result = LaunchResult(ctx.run_dir, executor.name, settings.shards)
     payload = task_payload(ctx)

@@ -46,6 +46,7 @@ from fks.generate.runner import (
     find_shards,
     identity_problems,
     merge_shards,
+    shard_merge_problems,
 )
 from fks.io import atomic_write_jsonl, iter_jsonl, read_json, sha256_file
 
@@ -294,11 +295,8 @@ def verify_run(run_dir: str | Path, *, benchmark: str | Path | Benchmark | None 
     problems: list[str] = []
     for stage in todo:
         if stage == "generate":
-            try:
-                summary = merge_shards(run_dir, benchmark=bench.root, check_only=True)
-                plans[stage], found = _Plan(stage, extra={"n": summary.n_selected}), []
-            except FksInputError as exc:
-                plans[stage], found = None, [exc.message]
+            found = shard_merge_problems(run_dir, benchmark=bench.root)
+            plans[stage] = None if found else _Plan(stage)
         elif stage == "judge":
             plans[stage], found = _verify_judge(run_dir, shards, bench)
         else:
