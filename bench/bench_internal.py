@@ -15,8 +15,8 @@ child) are measured cleanly:
 * ratio -- on the representative window layer, the vectorised ISS (Gram blocks + pair scores
   + reading average) against §16.3's ``compute_iss_for_fact`` called once per fact on the same
   centroids and negatives (vectorised: best of 5; kernel: one pass, its inputs built outside
-  the timed loop); both results must agree to 1e-6 (the centroids are float32, the
-  precision of the states, and the two sum in different orders).
+  the timed loop; both single-threaded); both results must agree to 1e-6 (the centroids are
+  float32, the precision of the states, and the two sum in different orders).
 
 Goals: run at most 300 s and 4 GB peak on 2 cores; vectorised ISS at least 50x faster than the
 per-fact kernel. The machine's load average is printed: the cores are shared, so wall times on
@@ -35,6 +35,10 @@ import sys
 from pathlib import Path
 
 GOAL_S, GOAL_MB, GOAL_RATIO = 300.0, 4096.0, 50.0
+#: the ratio step runs single-threaded: a like-for-like comparison that the other processes
+#: of a shared machine cannot distort (multi-threaded BLAS on many small per-relation products
+#: collapses when the cores are oversubscribed)
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 GENERATE = r"""
 import json, sys, time
@@ -111,7 +115,7 @@ print(json.dumps({"layer": layer, "n_facts": len(fids), "vectorised_s": t_vec,
 """
 
 
-def run_measured(cmd: list[str]) -> dict:
+def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict:
     """Run ``cmd`` under a tiny wrapper that reports the child's own peak RSS and wall time."""
     wrapper = (
         "import resource, subprocess, sys, time, json\n"
@@ -124,7 +128,7 @@ def run_measured(cmd: list[str]) -> dict:
         " 'stdout': p.stdout[-4000:], 'stderr': p.stderr[-4000:]}))\n"
     )
     proc = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True,
-                          text=True, check=True)
+                          text=True, check=True, env={**os.environ, **(env or {})})
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     if res["rc"] != 0:
         sys.exit(f"step failed ({' '.join(cmd[:4])} ...):\n{res['stderr']}")
@@ -175,7 +179,7 @@ def main() -> None:
         print("  seconds by step over the window: " + ", ".join(
             f"{k} {v:.1f}" for k, v in steps.items())
             + f"; total in the engine {iss['seconds']:.1f}")
-        rat = run_measured([sys.executable, "-c", RATIO, str(out)])
+        rat = run_measured([sys.executable, "-c", RATIO, str(out)], env=ONE_THREAD)
         r = _last_json(rat["stdout"])
         ok = r["ratio"] >= GOAL_RATIO and r["max_abs_diff"] < 1e-6
         print(f"ratio (layer {r['layer']}, {r['n_facts']} facts): per-fact kernel "

@@ -123,11 +123,24 @@ def test_relation_negatives_fail_when_negatives_are_cherry_picked(tmp_path):
         "s_background"]
 
 
-def test_raw_vs_transported_fails_when_whitening_keeps_every_dimension(tmp_path):
-    # full PCA whitening (k = d) is invariant to any invertible J: raw == transported
+def test_raw_vs_transported_not_applicable_under_full_rank_whitening(tmp_path):
+    # full PCA whitening (k = d) is invariant to any invertible J: raw == transported by
+    # construction, so the check says why it cannot apply instead of failing the model
     bench = make_bench(tmp_path, sizes=(20, 20))
     run = make_run(tmp_path, bench, d=D16)
     check = _checks(tmp_path, bench, run)["checks"]["raw_vs_transported"]
+    assert check["status"] == "not_applicable" and "full-rank" in check["reason"]
+
+
+def test_raw_vs_transported_fails_when_the_transport_does_nothing(tmp_path):
+    # k < d, but J is within ~1e-5 of the identity: accepted as a transport (not exactly I),
+    # yet raw and transported ISS agree -> the ablation must flag it
+    from fks.metrics._synthetic import write_synthetic_jlens
+
+    bench = make_bench(tmp_path, sizes=(20, 20))
+    run = make_run(tmp_path, bench, d=D16)
+    write_synthetic_jlens(run, d=D16, layers=range(L), n_layers=L, strength=2e-5)
+    check = _checks(tmp_path, bench, run, **PCA)["checks"]["raw_vs_transported"]
     assert check["status"] == "fail" and check["mean_abs_difference"] < 1e-4
 
 

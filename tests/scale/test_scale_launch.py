@@ -164,7 +164,16 @@ def test_ray_missing_says_how_to_install(tmp_path, bench, scale_model_dir, monke
         main(["launch", "--ray", "--model", "tiny", "--model-path", str(scale_model_dir),
               "--benchmark", str(bench), "--out", str(tmp_path / "runs"), "--shards", "2"])
     assert exc.value.code == 2
-    with pytest.raises(SystemExit) as exc:  # --parallel-models needs --ray
-        main(["sweep", str(tmp_path / "m.yaml"), "--benchmark", str(bench),
-              "--parallel-models"])
-    assert exc.value.code == 2
+    assert not (tmp_path / "runs").exists()  # refused before any work
+    models = tmp_path / "m.yaml"
+    models.write_text(f"- {{name: a, model_path: '{scale_model_dir}'}}\n", encoding="utf-8")
+    for flags in (["--parallel-models"], ["--ray", "--parallel-models", "--shards", "2"]):
+        with pytest.raises(FksInputError, match="--parallel-models needs --ray"):
+            from fks.scale.cli import sweep_cmd
+
+            sweep_cmd(models, str(bench), out=tmp_path / "runs", parallel_models=True,
+                      ray="--ray" in flags, shards=2 if "--shards" in flags else 1)
+        with pytest.raises(SystemExit) as exc:
+            main(["sweep", str(models), "--benchmark", str(bench), *flags])
+        assert exc.value.code == 2
+    assert not (tmp_path / "runs").exists()  # refused before any work

@@ -148,6 +148,16 @@ def _raw_vs_transported(ctx: _Context, layer: int, main_iss: np.ndarray,
     from fks.metrics._internal_engine import _load_transport, load_layer
 
     m = ctx.configs.metrics
+    d = ctx.store.d_model
+    if m.whitening.method == "pca" and min(m.whitening.pca_max_dim, d) >= d:
+        # PCA whitening to full rank maps z and J z to the same point up to a rotation for any
+        # invertible J, so raw and transported ISS are equal by construction (not a failure)
+        return check_raw_vs_transported(
+            None, None, tol,
+            reason=f"full-rank PCA whitening (k = d = {d} <= pca_max_dim = "
+                   f"{m.whitening.pca_max_dim}) is invariant to any invertible transport, so "
+                   "raw and J-transported ISS are equal by construction; the check needs "
+                   "d > pca_max_dim or whitening.method: shrinkage")
     if ctx.jlens is not None:
         J_other = None
     else:

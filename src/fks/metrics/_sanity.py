@@ -32,7 +32,9 @@ and writes them to ``RUN/metrics/sanity_checks.json``. How each control is built
   while random other-relation facts average about 0; ``allowance`` is that structural offset,
   the mean over facts of ``1/(n_r - 1)``. A same-relation background laxer than that fails.
 * **18.5 raw versus transported** -- per-fact ISS with and without ``J``; they must differ
-  (mean absolute difference at least ``min_transport_diff``). Not applicable without J-Lens.
+  (mean absolute difference at least ``min_transport_diff``). Not applicable without J-Lens,
+  nor under full-rank PCA whitening (``d <= pca_max_dim``), which is invariant to every
+  invertible transport: there the two are equal by construction.
   (With PCA whitening that keeps every dimension, ``k = d``, whitening is invariant to any
   invertible ``J`` and the two are equal by construction; this check then fails, rightly.)
 

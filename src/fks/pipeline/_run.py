@@ -32,10 +32,10 @@ from fks.errors import FksInputError
 from fks.generate.manifest import read_run_manifest, update_run_manifest
 from fks.io import sha256_file
 from fks.pipeline._context import PipelineContext
-from fks.pipeline._stages import STAGE_NAMES, STAGES, Stage, output_files
+from fks.pipeline._stages import STAGE_NAMES, STAGES, Stage, output_files, stage_by_name
 
 __all__ = ["PIPELINE_KEY", "StageOutcome", "PipelineResult", "select_stages", "stale_reason",
-           "run_pipeline"]
+           "run_pipeline", "record_stage", "pipeline_records"]
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,8 @@ def select_stages(names: Sequence[str] | None, *, backend: str) -> list[Stage]:
     return [s for s in STAGES if s.name in set(names)]
 
 
-def _records(run_dir: Path) -> dict[str, Any]:
+def pipeline_records(run_dir: Path) -> dict[str, Any]:
+    """``pipeline.stages`` of the run manifest (``{}`` when the pipeline never ran)."""
     section = read_run_manifest(run_dir).get(PIPELINE_KEY) or {}
     stages = section.get("stages") if isinstance(section, dict) else None
     return dict(stages) if isinstance(stages, dict) else {}
@@ -176,6 +177,13 @@ def _run_stage(stage: Stage, ctx: PipelineContext, reason: str, records: dict[st
                                                 "error": f"{type(exc).__name__}: {exc}"}, ctx)
         raise
     seconds = time.perf_counter() - started
+    records[stage.name] = _complete(stage, ctx, base, seconds, records)
+    return seconds
+
+
+def _complete(stage: Stage, ctx: PipelineContext, base: dict[str, Any], seconds: float,
+              records: dict[str, Any]) -> dict[str, Any]:
+    """Write the ``complete`` record of ``stage``: input digests and sha256 of every output."""
     files = output_files(ctx.run_dir, stage)
     if not files:
         raise RuntimeError(f"stage {stage.name} ({stage.function}) wrote none of "
@@ -183,9 +191,25 @@ def _run_stage(stage: Stage, ctx: PipelineContext, reason: str, records: dict[st
     record = {**base, "status": "complete", "finished_at": _now(),
               "seconds": round(seconds, 3), "inputs": _input_digests(stage, records),
               "outputs": {p.relative_to(ctx.run_dir).as_posix(): sha256_file(p) for p in files}}
-    records[stage.name] = record
     _write_record(ctx.run_dir, stage.name, record, ctx)
-    return seconds
+    return record
+
+
+def record_stage(ctx: PipelineContext, name: str, *, seconds: float, reason: str
+                 ) -> dict[str, Any]:
+    """Record stage ``name`` as complete although its outputs were produced outside the pipeline.
+
+    ``fks launch`` runs some stages shard by shard and merges them; this writes the same record
+    :func:`run_pipeline` writes for a stage it ran (params, input digests, output sha256), so
+    the pipeline then skips the stage as up to date.
+
+    Raises:
+        RuntimeError: none of the stage's output files exists.
+    """
+    stage = stage_by_name(name)
+    base = {"function": stage.function, "params": _jsonable(stage.params(ctx)),
+            "reason": reason, "started_at": _now()}
+    return _complete(stage, ctx, base, seconds, pipeline_records(ctx.run_dir))
 
 
 def run_pipeline(ctx: PipelineContext, *, stages: Sequence[str] | None = None
@@ -204,7 +228,7 @@ def run_pipeline(ctx: PipelineContext, *, stages: Sequence[str] | None = None
     """
     selected = select_stages(stages, backend=ctx.options.backend)
     result = PipelineResult(ctx.run_dir)
-    records = _records(ctx.run_dir)
+    records = pipeline_records(ctx.run_dir)
     try:
         for stage in selected:
             reason = stale_reason(stage, ctx, records)

@@ -215,7 +215,7 @@ STAGES: tuple[Stage, ...] = (
           inputs=("generate", "score", "judge"), params=_metrics_params),
     Stage("bootstrap", "fks.report.statistics.run_statistics", _bootstrap,
           ("metrics/bootstrap_intervals.json", "metrics/bootstrap_replicates.npz"),
-          inputs=("metrics_behavior", "metrics_internal"),
+          inputs=("metrics_behavior", "metrics_internal", "calibrate"),
           params=lambda ctx: {**_metrics_params(ctx), "kts_bootstrap": ctx.options.kts_bootstrap}),
     Stage("report", "fks.report.build.build_report", _report,
           ("report.html", "metrics/tables/*"),

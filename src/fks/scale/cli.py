@@ -145,6 +145,10 @@ def launch_cmd(
                        revision=revision or (entry.revision if entry else None))
     stage_names = _split(stages)
     select_stages(stage_names, backend=backend)  # check the names before any work
+    if ray:  # fail before creating the run folder when Ray is missing
+        from fks.scale.ray_executor import import_ray
+
+        import_ray()
     settings = LaunchSettings(shards=shards, gpus_per_task=gpus_per_task,
                               cpus_per_task=cpus_per_task, max_retries=max_retries,
                               stages=tuple(stage_names) if stage_names else None)

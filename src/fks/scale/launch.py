@@ -341,8 +341,8 @@ def _check_existing_split(run_dir: Path, n: int) -> None:
     found = {int(m.group(1)) for p in (Path(run_dir) / "shards").glob("shard_*_of_*")
              if (m := re.fullmatch(r"shard_\d+_of_(\d+)", p.name))}
     if found - {n}:
-        raise FksInputError(f"RUN/shards holds a split into {sorted(found)} shard(s); use "
-                            f"--shards {min(found)} to resume it, or remove RUN/shards",
+        raise FksInputError(f"RUN/shards holds a split into {sorted(found)} shard(s), not "
+                            f"{n}; resume with that --shards, or remove RUN/shards",
                             path=Path(run_dir) / "shards", field="shards")
 
 
