@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from tiny_benchmark import tiny_benchmark_rows, write_benchmark
 
 

@@ -37,7 +37,7 @@ def setup_logging(verbose: bool = False) -> None:
 
 
 def progress_bar(*extra_columns: TextColumn, transient: bool = False) -> Progress:
-    """A progress bar with count, ETA and any extra columns (e.g. tokens/s).
+    """Build a progress bar with count, ETA and any extra columns (e.g. tokens/s).
 
     Disabled automatically when stderr is not a terminal, so logs and CI stay clean.
     """

@@ -1,5 +1,7 @@
-"""Text normalisation and alias matching shared by the builder, the validator, the scorer and
-the judge, so that "does this text contain the gold answer?" has one definition.
+"""Text normalisation and alias matching shared by every stage.
+
+The builder, the validator, the scorer and the judge share it, so that "does this text contain
+the gold answer?" has one definition.
 
 Rules:
 
@@ -25,7 +27,7 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-
 
 
 def normalize(text: str) -> str:
-    """NFKC, casefold, drop diacritics, collapse whitespace.
+    r"""NFKC, casefold, drop diacritics, collapse whitespace.
 
     >>> normalize("  Zürich\\u00a0CITY ")
     'zurich city'
@@ -38,12 +40,12 @@ def normalize(text: str) -> str:
 
 
 def is_cjk(ch: str) -> bool:
-    """True for a Han, Kana or Hangul character."""
+    """Return True for a Han, Kana or Hangul character."""
     return bool(_CJK.match(ch))
 
 
 def has_cjk(text: str) -> bool:
-    """True when ``text`` holds any CJK character."""
+    """Return True when ``text`` holds any CJK character."""
     return bool(_CJK.search(text))
 
 
@@ -78,7 +80,7 @@ def find_alias(text: str, alias: str, *, normalized: bool = False) -> re.Match[s
 
 
 def contains_any(text: str, aliases: Iterable[str]) -> str | None:
-    """The first alias (original spelling) found in ``text``, or None."""
+    """Return the first alias (original spelling) found in ``text``, or None."""
     t = normalize(text)
     for alias in aliases:
         if find_alias(t, normalize(alias), normalized=True):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-from tiny_benchmark import tiny_benchmark_rows, write_benchmark
 from fks.data.load import load_benchmark
 from fks.data.stats import dataset_statistics, render_statistics
 from fks.log import console
+from tiny_benchmark import tiny_benchmark_rows, write_benchmark
 
 
 def _expected_from_rows(facts, queries):

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tiny_benchmark import tiny_benchmark_rows
 from fks.cli import main
 from fks.data.schema import Fact, ScoredRecord
 from fks.errors import FksInputError
 from fks.io import read_json, read_jsonl, sha256_file
 from fks.score import competitor_index, score_run
+from tiny_benchmark import tiny_benchmark_rows
 
 MODEL = "tiny-model"
 

@@ -3,7 +3,7 @@
 Four YAML files mirror the published benchmark's ``configs/``:
 
 * ``metrics.yaml``         -- metric hyper-parameters (:class:`MetricsConfig`)
-* ``models.yaml``          -- the frozen decoding protocol, model registry, judge (:class:`ModelsConfig`)
+* ``models.yaml``          -- decoding protocol, model registry, judge (:class:`ModelsConfig`)
 * ``relations.yaml``       -- the relation registry and its switches (:class:`RelationsConfig`)
 * ``eval_conditions.yaml`` -- the eight condition families (:class:`ConditionsConfig`)
 
@@ -162,7 +162,7 @@ class ModelsConfig(_Strict):
     auxiliary_models: AuxiliaryModels
 
     def find(self, name: str) -> ModelEntry | None:
-        """The registry entry called ``name``, or None."""
+        """Return the registry entry called ``name``, or None."""
         return next((m for m in self.models if m.name == name), None)
 
 
@@ -212,7 +212,9 @@ class RelationsConfig(_Strict):
     def _inverse_known(self) -> RelationsConfig:
         for rid, spec in self.relations.items():
             if spec.inverse_of is not None and spec.inverse_of not in self.relations:
-                raise ValueError(f"relations.{rid}.inverse_of: unknown relation {spec.inverse_of!r}")
+                raise ValueError(
+                    f"relations.{rid}.inverse_of: unknown relation {spec.inverse_of!r}"
+                )
         return self
 
     def by_source(self) -> dict[str, str]:
@@ -233,7 +235,7 @@ class FamilySpec(_Strict):
     is_assisted: bool
 
     def flags(self) -> dict[str, bool]:
-        """The three booleans every query row must carry, derived from ``role``."""
+        """Return the three booleans every query row must carry, derived from ``role``."""
         return {
             "use_for_main_forward": self.role == "main",
             "use_for_reverse_analysis": self.role == "reverse",
@@ -301,7 +303,7 @@ class ConfigSet(BaseModel):
     sources: dict[str, list[str]]
 
     def snapshot(self) -> dict[str, Any]:
-        """A JSON-able copy of every value in force, for run manifests."""
+        """Return a JSON-able copy of every value in force, for run manifests."""
         return {
             name: getattr(self, name).model_dump(mode="json") for name in CONFIG_NAMES
         } | {"sources": self.sources}
