@@ -1,4 +1,4 @@
-"""Calibration and uncertainty (``calibration_and_uncertainty.zh.md``; fks issue 8).
+"""Calibration and uncertainty (``calibration_and_uncertainty.zh.md``).
 
 The public surface; the implementation lives in private modules:
 

@@ -28,7 +28,7 @@ class _DefaultRunGroup(TyperGroup):
 
 calibrate_app = typer.Typer(
     cls=_DefaultRunGroup,
-    help="Calibration of confidence sources against answer correctness (issue 8).",
+    help="Calibration of confidence sources against answer correctness.",
     no_args_is_help=True,
 )
 
