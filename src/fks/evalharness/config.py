@@ -138,6 +138,9 @@ class DimensionSettings(_Strict):
     d7_base_rate_factor: float = Field(1.5, gt=0.0)
     d10_signal_classes: list[str] = Field(min_length=1)
     d10_required_axes: dict[AxisKey, str] = {}
+    d10_min_cases_per_signal: int = Field(10, ge=0)
+    d10_min_post_fraud: int = Field(5, ge=0)
+    d10_min_healthy_controls: int = Field(15, ge=0)
 
 
 class HarnessConfig(_Strict):

@@ -12,7 +12,13 @@ case cannot compute alone (:class:`BatchContext`).
 * ``dN_undefined:<component>`` -- a component is undefined (e.g. no gold numbers for a MAPE);
   the composite is then not computed rather than silently reweighted;
 * ``d9_single_bucket_skipped`` (fewer than 2 buckets compared) and
-  ``d11_bucket_not_evaluated`` (bucket outside B1-B3), the §8.3 rules.
+  ``d11_bucket_not_evaluated`` (bucket outside B1-B3), the §8.3 rules;
+* ``d7_pool_not_admitted`` -- the batch's D7 pool failed the §1 external-vs-self cross-IAA
+  admission (:func:`fks.evalharness.iaa.d7_pool_admission`); the kappa and counts sit in the
+  components.
+
+``d10_insufficient_sample`` is not a "not computed" flag: D10 is still scored, but the batch
+holds fewer cases than §1 D10's minimum sample (:func:`d10_sample_counts`).
 
 Retired C_kelly (ADR-021): D6 and D11 list ``c_kelly: None`` in their components and carry the
 ``c_kelly_retired`` flag. Their remaining weights sum to 0.9 and are **not** renormalised unless
@@ -27,7 +33,7 @@ D5 -0.1 when the case's FP rate exceeds its bucket's configured baseline.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +77,8 @@ __all__ = [
     "COMPOSITE_WEIGHTS",
     "RETIRED_WEIGHTS",
     "FLAG_C_KELLY_RETIRED",
+    "FLAG_D7_POOL",
+    "FLAG_D10_SAMPLE",
     "DimensionResult",
     "BatchContext",
     "composite",
@@ -86,6 +94,7 @@ __all__ = [
     "d7_s1_coupling",
     "d8_history",
     "d9_cross_market",
+    "d10_sample_counts",
     "d10_data_reliability",
     "d11_risk_budget",
     "DIMENSIONS",
@@ -117,6 +126,10 @@ COMPOSITE_WEIGHTS: dict[str, dict[str, float]] = {
 #: Terms retired from the composites (ADR-021: C_kelly), with the weight they had.
 RETIRED_WEIGHTS: dict[str, dict[str, float]] = {"D6": {"c_kelly": 0.10}, "D11": {"c_kelly": 0.10}}
 FLAG_C_KELLY_RETIRED = "c_kelly_retired"
+#: §1 D7: the batch's D7 pool failed the external-vs-self cross-IAA admission (D7 is None).
+FLAG_D7_POOL = "d7_pool_not_admitted"
+#: §1 D10: the scored batch is below the minimum sample (D10 is still scored).
+FLAG_D10_SAMPLE = "d10_insufficient_sample"
 
 APPLICABILITY_LEVELS = ("applicable", "partial", "not-applicable")
 AXES = ("L", "D", "F", "N", "C", "I")
@@ -151,11 +164,17 @@ class BatchContext:
         coupling_rho: D7 Spearman rho of ``s1.coupling_strength`` against the external label,
             per bucket (``None`` when fewer than 2 cases or a constant label).
         d7_exceeded_modes: D7 modes whose predicted share exceeds 1.5 x their base rate.
+        d7_pool: the D7 pool decision of :func:`fks.evalharness.iaa.d7_pool_admission`;
+            ``None`` = not checked (a hand-built context; ``score_batch`` always checks).
+        d10_sample: the D10 minimum-sample check of :func:`d10_sample_counts`; ``None`` = not
+            checked.
     """
 
     label_weights: Mapping[str, float] = field(default_factory=dict)
     coupling_rho: Mapping[str, float | None] = field(default_factory=dict)
     d7_exceeded_modes: frozenset[str] = frozenset()
+    d7_pool: Mapping[str, Any] | None = None
+    d10_sample: Mapping[str, Any] | None = None
 
 
 def composite(
@@ -622,12 +641,19 @@ def d7_s1_coupling(
     * ``Hit_backtrig`` = correct back-triggers of M5/M6/M7 / back-triggers due.
     * Flag ``d7_base_rate_exceeded:<mode>`` when the case predicts a mode whose batch share
       exceeds 1.5 x its base rate.
+    * When the batch's D7 pool was refused (``ctx.d7_pool["admitted"]`` false) D7 is ``None``
+      with ``d7_pool_not_admitted`` (base-rate flags kept as evidence); the components carry
+      the pool kappa, threshold and counts.
     """
     g = gold.result.s1
     if g is None:
         return _not_annotated("D7")
     p = pred.result.s1
     p_modes, g_modes = set(p.s1_mode if p else []), set(g.s1_mode)
+    flags = [f"{gaming.FLAG_D7_BASE_RATE}:{m}" for m in sorted(p_modes & ctx.d7_exceeded_modes)]
+    if ctx.d7_pool is not None and not ctx.d7_pool["admitted"]:
+        pool = {f"pool_{k}": v for k, v in ctx.d7_pool.items() if k != "admitted"}
+        return DimensionResult("D7", None, pool, (FLAG_D7_POOL, *flags))
     comps = {
         "f1_mode": set_f1(p_modes, g_modes),
         "recall_multi": set_recall(p_modes, g_modes),
@@ -636,7 +662,6 @@ def d7_s1_coupling(
         "rho_coupling_raw": ctx.coupling_rho.get(gold.bucket_label),
         "external_sources": list(g.external_sources),
     }
-    flags = [f"{gaming.FLAG_D7_BASE_RATE}:{m}" for m in sorted(p_modes & ctx.d7_exceeded_modes)]
     return _finish("D7", comps, flags, cfg)
 
 
@@ -740,6 +765,43 @@ def d9_cross_market(
 
 
 # ----------------------------------------------------------------------------------- D10
+def d10_sample_counts(golds: Sequence[GoldRecord], cfg: HarnessConfig) -> dict[str, Any]:
+    """§1 D10 minimum sample: >= 10 cases per signal class, >= 5 post-fraud, >= 15 healthy.
+
+    Counts over the gold rows given (``score_batch`` passes the scored split) that annotate
+    ``risk_signals``: per configured signal class, the rows whose gold signals hold it; the
+    ``post_fraud`` rows; the ``healthy_control`` rows. Thresholds come from ``harness.yaml``.
+
+    Returns:
+        ``{"insufficient", "signal_counts", "post_fraud", "healthy_controls", "thresholds",
+        "short"}``; ``short`` lists what falls below its minimum (``"signal:<class>"``,
+        ``"post_fraud"``, ``"healthy_controls"``).
+    """
+    d = cfg.dimensions
+    rows = [g.harness.risk_signals for g in golds if g.harness.risk_signals is not None]
+    signals = [norm_set(r.signals) for r in rows]
+    counts = {c: sum(normalize(c) in s for s in signals) for c in d.d10_signal_classes}
+    post_fraud = sum(r.post_fraud for r in rows)
+    healthy = sum(r.healthy_control for r in rows)
+    short = [f"signal:{c}" for c, n in counts.items() if n < d.d10_min_cases_per_signal]
+    if post_fraud < d.d10_min_post_fraud:
+        short.append("post_fraud")
+    if healthy < d.d10_min_healthy_controls:
+        short.append("healthy_controls")
+    return {
+        "insufficient": bool(short),
+        "signal_counts": counts,
+        "post_fraud": post_fraud,
+        "healthy_controls": healthy,
+        "thresholds": {
+            "per_signal": d.d10_min_cases_per_signal,
+            "post_fraud": d.d10_min_post_fraud,
+            "healthy_controls": d.d10_min_healthy_controls,
+        },
+        "short": short,
+    }
+
+
 def d10_required(cfg: HarnessConfig, bucket: str) -> bool:
     """Whether ``bucket`` sits on every position of ``d10_required_axes`` (I3+C3: forced)."""
     req = cfg.dimensions.d10_required_axes
@@ -757,6 +819,8 @@ def d10_data_reliability(
       (over-pessimism counts against, §7); a signal outside the five classes is a false
       positive too; capped at 1.
     * In I3+C3 buckets D10 is mandatory: a missing gold adds ``d10_required_missing``.
+    * ``d10_insufficient_sample`` when the batch is below the §1 minimum sample
+      (``ctx.d10_sample``); the score itself is kept.
     """
     g = gold.harness.risk_signals
     if g is None:
@@ -782,7 +846,8 @@ def d10_data_reliability(
         "healthy_control": g.healthy_control,
         "post_fraud": g.post_fraud,
     }
-    return _finish("D10", comps, [], cfg)
+    short = ctx.d10_sample is not None and ctx.d10_sample["insufficient"]
+    return _finish("D10", comps, [FLAG_D10_SAMPLE] if short else [], cfg)
 
 
 # ----------------------------------------------------------------------------------- D11

@@ -14,6 +14,11 @@ rolling window of the last ``window = 10`` items of a task in annotation order.
 A window whose kappa is undefined (both annotators used one identical label throughout; the
 core returns NaN) has perfect observed agreement; :func:`iaa_report` then returns ``None`` for
 the task (the §8.2 field is a required float) and :func:`iaa_summary` says why.
+
+**D7 pool admission** (§1 D7, threshold from §5 ``D7_external``): :func:`d7_pool_admission`
+computes the cross kappa between the external primary mode (``s1_mode[0]``) and the self label
+(``self_s1_mode``) over the gold rows carrying both; the batch's D7 cases enter the evaluation
+pool only when that kappa is defined and >= the threshold.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from fks.evalharness.config import IAASettings
-from fks.evalharness.inputs import DoubleAnnotation
+from fks.evalharness.inputs import DoubleAnnotation, GoldRecord
 from fks.evalharness.schema import IAAReport
 from fks.metrics.stats import UndefinedStatisticWarning, cohen_kappa
 
@@ -38,6 +43,7 @@ __all__ = [
     "consecutive_below",
     "iaa_report",
     "iaa_summary",
+    "d7_pool_admission",
 ]
 
 
@@ -188,3 +194,40 @@ def iaa_report(
         triggered_mini_review=s["triggered_mini_review"],
         contested_points=s["contested_points"],
     )
+
+
+def d7_pool_admission(golds: Sequence[GoldRecord], min_kappa: float) -> dict[str, Any]:
+    """§1 D7: "每样本 >= 1 外部标答，与 14 case 自标交叉 IAA kappa >= 0.7 才入评测池".
+
+    Every gold ``s1`` already names >= 1 external source (the input model rejects a row
+    without one), so the per-case half of the rule holds by validation. The batch half: Cohen's
+    kappa between the external primary mode ``s1_mode[0]`` and the self label ``self_s1_mode``
+    over the gold rows that carry both (all rows of the gold file: annotation quality does not
+    depend on the split). The pool is admitted only when that kappa is defined and
+    ``>= min_kappa``; no cross-labelled row, or an undefined kappa (one label used throughout),
+    refuses it -- the agreement was not shown.
+
+    Returns:
+        ``{"admitted", "kappa", "min_kappa", "n_cross_labelled", "n_external", "reason"}``;
+        ``reason`` is ``None`` when admitted, else ``"no_cross_labels"``, ``"kappa_undefined"``
+        or ``"kappa_below_threshold"``.
+    """
+    with_s1 = [g.result.s1 for g in golds if g.result.s1 is not None]
+    cross = [(s.s1_mode[0], s.self_s1_mode) for s in with_s1 if s.s1_mode and s.self_s1_mode]
+    kappa = kappa_or_none([e for e, _ in cross], [m for _, m in cross]) if cross else None
+    if not cross:
+        reason: str | None = "no_cross_labels"
+    elif kappa is None:
+        reason = "kappa_undefined"
+    elif kappa < min_kappa:
+        reason = "kappa_below_threshold"
+    else:
+        reason = None
+    return {
+        "admitted": reason is None,
+        "kappa": kappa,
+        "min_kappa": min_kappa,
+        "n_cross_labelled": len(cross),
+        "n_external": len(with_s1),
+        "reason": reason,
+    }

@@ -335,13 +335,25 @@ class S1(_In):
 
 
 class GoldS1(_In):
-    """Gold ``s1`` (D7); >= 1 external answer source per case (§1 D7)."""
+    """Gold ``s1`` (D7); >= 1 external answer source per case (§1 D7).
+
+    ``s1_mode``, ``coupling_strength`` and ``backtrigger`` are the external labels (from
+    ``external_sources``, so every annotated case has at least one external answer: a row
+    without a source is rejected as bad input). ``self_s1_mode`` is the optional self label
+    used only for the D7 pool admission (see :func:`fks.evalharness.iaa.d7_pool_admission`).
+    """
 
     s1_mode: list[S1Mode] = Field(default_factory=list)
     coupling_strength: float | None = Field(None, description="the external label")
     backtrigger: list[Literal["M5", "M6", "M7"]] = Field(default_factory=list)
     external_sources: list[str] = Field(
         min_length=1, description="e.g. Damodaran, Marks, Stratechery, FT Alphaville, NYU Stern"
+    )
+    self_s1_mode: S1Mode | None = Field(
+        None,
+        description="the project's own (self) label of the primary mode, set on the 14 "
+        "self-annotated cases; compared with the external primary mode ``s1_mode[0]`` for the "
+        "§1 D7 pool admission (cross-IAA kappa >= the D7_external threshold)",
     )
 
 

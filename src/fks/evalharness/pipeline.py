@@ -13,7 +13,8 @@ Outputs in ``--out DIR`` (each written atomically):
 * ``batch_report.json`` -- the §8.2 :class:`~fks.evalharness.schema.BatchReport`;
 * ``case_scores.jsonl`` -- one :class:`~fks.evalharness.schema.CaseScore` per case;
 * ``harness_details.json`` -- diagnostics: splits, case percentiles, cross-bucket table, D5
-  confusion matrices, D6 label weights, D7 rho and base rates, IAA summaries, the config;
+  confusion matrices, D6 label weights, D7 rho, base rates and pool decision, D10 sample
+  counts, batch-level flags (``batch_flags``), IAA summaries, the config;
 * ``harness_report.html`` -- the self-contained HTML section (standalone page).
 
 Any bad input raises :class:`~fks.errors.FksInputError` naming the file, the line and the

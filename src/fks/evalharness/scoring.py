@@ -5,12 +5,17 @@
 1. :func:`~fks.evalharness.split.assign_splits` over every gold case (bucket-uniform holdout,
    optional anchor placement), then keep the cases of the requested split;
 2. :func:`batch_context` -- the batch quantities the per-case formulas need (D6 label weights,
-   D7 coupling rho per bucket, D7 base-rate check);
+   D7 coupling rho per bucket, D7 base-rate check, the §1 D7 pool admission over all gold rows,
+   the §1 D10 minimum-sample check over the scored split);
 3. the eleven dimension functions per case and the §2 case score;
 4. within-bucket percentiles and bandwidths, bucket reports;
 5. §5 IAA reports over all gold rows (annotation quality does not depend on the split), and
    the per-bucket ``annotation_low`` check;
 6. §6 degradation flags against an optional baseline report.
+
+Batch-level flags that the §8.2 ``BatchReport`` has no field for (``d7_pool_not_admitted``,
+``d10_insufficient_sample``) are listed, with their evidence, in ``details["batch_flags"]``;
+the per-case dimension flags carry the same names.
 
 A case of the gold file without a prediction is scored as an empty prediction (so leaving a
 case out never helps) and listed in ``details["missing_predictions"]``.
@@ -30,7 +35,14 @@ from fks.evalharness import aggregate, gaming, iaa
 from fks.evalharness.components import frequency_tier_weights, norm_set, rank_correlation
 from fks.evalharness.config import BUCKET_LABELS, IAA_TASKS, HarnessConfig
 from fks.evalharness.degradation import degradation_flags
-from fks.evalharness.dimensions import DIMENSIONS, BatchContext, DimensionResult
+from fks.evalharness.dimensions import (
+    DIMENSIONS,
+    FLAG_D7_POOL,
+    FLAG_D10_SAMPLE,
+    BatchContext,
+    DimensionResult,
+    d10_sample_counts,
+)
 from fks.evalharness.inputs import CaseRecord, DoubleAnnotation, GoldRecord
 from fks.evalharness.schema import (
     BatchReport,
@@ -79,9 +91,16 @@ class HarnessResult:
 
 
 def batch_context(
-    pairs: Sequence[tuple[CaseRecord, GoldRecord]], cfg: HarnessConfig
+    pairs: Sequence[tuple[CaseRecord, GoldRecord]],
+    cfg: HarnessConfig,
+    *,
+    all_golds: Sequence[GoldRecord] | None = None,
 ) -> BatchContext:
-    """D6 label weights, D7 per-bucket coupling rho and D7 base-rate verdicts of a batch."""
+    """D6 label weights, D7 coupling rho, base rates and pool admission, D10 sample check.
+
+    The D7 pool admission reads ``all_golds`` (every gold row; default: the pairs' golds) with
+    the ``D7_external`` IAA threshold; the D10 minimum sample counts the pairs (the scored cases).
+    """
     d = cfg.dimensions
     if d.d6_label_weights:
         weights = {normalize(k): v for k, v in d.d6_label_weights.items()}
@@ -110,7 +129,24 @@ def batch_context(
         factor=d.d7_base_rate_factor,
     )
     exceeded = frozenset(m for m, r in rates.items() if r["exceeded"])
-    return BatchContext(label_weights=weights, coupling_rho=rho, d7_exceeded_modes=exceeded)
+    pool_golds = all_golds if all_golds is not None else [g for _, g in pairs]
+    return BatchContext(
+        label_weights=weights,
+        coupling_rho=rho,
+        d7_exceeded_modes=exceeded,
+        d7_pool=iaa.d7_pool_admission(pool_golds, cfg.iaa.thresholds["D7_external"]),
+        d10_sample=d10_sample_counts([g for _, g in pairs], cfg),
+    )
+
+
+def _batch_flags(ctx: BatchContext) -> list[dict[str, Any]]:
+    """Batch-level flags with their evidence (D7 pool refused, D10 sample below minimum)."""
+    flags = []
+    if ctx.d7_pool is not None and not ctx.d7_pool["admitted"]:
+        flags.append({"flag": FLAG_D7_POOL, **ctx.d7_pool})
+    if ctx.d10_sample is not None and ctx.d10_sample["insufficient"]:
+        flags.append({"flag": FLAG_D10_SAMPLE, **ctx.d10_sample})
+    return flags
 
 
 def score_case(
@@ -293,6 +329,9 @@ def _details(
         "d6_label_weights": dict(ctx.label_weights),
         "d7_coupling_rho": dict(ctx.coupling_rho),
         "d7_exceeded_modes": sorted(ctx.d7_exceeded_modes),
+        "d7_pool": dict(ctx.d7_pool or {}),
+        "d10_sample": dict(ctx.d10_sample or {}),
+        "batch_flags": _batch_flags(ctx),
         "config": cfg.model_dump(mode="json"),
     }
 
@@ -328,7 +367,7 @@ def score_batch(
             "%d case(s) of split %s have no prediction; scored as empty", len(missing), split
         )
     pairs = [(cases.get(g.case_id) or CaseRecord(case_id=g.case_id), g) for g in selected]
-    ctx = batch_context(pairs, cfg)
+    ctx = batch_context(pairs, cfg, all_golds=golds)
     case_results = []
     for p, g in track(pairs, "scoring cases", total=len(pairs)):
         results, score = score_case(p, g, cfg, ctx)
