@@ -11,7 +11,10 @@ of a family in ``metrics.yaml: main_families``).
 when absent), ``consistency`` = the family-balanced share ``p_f(a)`` of the fact's
 main-family answers that fall in the query's cluster (the distribution of
 :func:`fks.metrics.behavior.fact_behavior`, whose argmax is the modal cluster), and
-``judge_confidence`` (the judge's own confidence in its cluster assignment).
+``judge_confidence`` (the judge's own confidence in its cluster assignment). When
+``RUN/samples.jsonl`` exists (``fks calibrate sample``), ``semantic_entropy`` = ``1 - H/log k``
+is one more source with its own curve (:mod:`fks.metrics._semantic_entropy`), left out of the
+common-support table; otherwise the summary's ``semantic_entropy`` block is ``not_computed``.
 
 **Coverage accounting.** Every query of the run's selection gets exactly one outcome per
 source, first match wins (:data:`OUTCOMES`): ``missing_generation`` (selected but no row in
@@ -64,6 +67,15 @@ from fks.metrics._calibration_verbalized import (
     VERBALIZED_NAME,
     VerbalizedRecord,
     parse_verbalized_confidence,
+)
+from fks.metrics._semantic_entropy import (
+    SAMPLES_NAME,
+    SE_PER_QUERY_NAME,
+    SE_SOURCE,
+    SE_SOURCE_DESCRIPTION,
+    SemanticEntropyData,
+    load_semantic_entropy,
+    semantic_entropy_summary,
 )
 from fks.metrics.behavior import ANCHOR_FAMILY
 
@@ -322,6 +334,8 @@ class RunInputs:
     verbalized_available: bool
     behavior_check: dict[str, Any] | None
     n_not_selected: int
+    #: RUN/samples.jsonl clustered (None when absent): the ``semantic_entropy`` source
+    semantic_entropy: SemanticEntropyData | None = None
 
 
 def _resolve_benchmark(run_dir: Path, benchmark: str | Path | Benchmark | None,
@@ -440,6 +454,8 @@ def _query_row(item: Any, gen: GenerationRecord | None, judged: JudgedRecord | N
         row.confidence["consistency"] = (None, "no_main_family_answers")
     if ctx["verbalized"] is not None:
         row.confidence["verbalized"] = _verbalized_value(ctx["verbalized"].get(row.query_id))
+    if ctx.get("semantic") is not None:
+        row.confidence[SE_SOURCE] = ctx["semantic"].confidence(row.query_id)
     return row
 
 
@@ -488,13 +504,16 @@ def load_run(run_dir: str | Path, *, main_families: Sequence[str],
     verbalized = _verbalized(run_dir, gens, model)
     if verbalized is not None:
         files[VERBALIZED_NAME] = sha256_file(run_dir / VERBALIZED_NAME)
-    ctx = {"share": share, "covered": covered, "verbalized": verbalized}
+    sem = load_semantic_entropy(run_dir, bench, model)
+    if sem is not None:
+        files[SAMPLES_NAME] = sha256_file(sem.path)
+    ctx = {"share": share, "covered": covered, "verbalized": verbalized, "semantic": sem}
     rows = [_query_row(it, gens.get(it.query_id), judged.get(it.query_id),
                        labels.get(it.query_id), ctx) for it in items]
     return RunInputs(model=model, rows=rows, files=files, benchmark=bench_info,
                      verbalized_available=verbalized is not None,
                      behavior_check=_check_behavior_file(run_dir, fb),
-                     n_not_selected=n_not_selected)
+                     n_not_selected=n_not_selected, semantic_entropy=sem)
 
 
 # ============================================================================ figures
@@ -636,12 +655,13 @@ def _reading(rows: list[QueryRow], available: list[str], missing: dict[str, str]
         "outcomes_before_confidence": dict(sorted(Counter(
             "answered" if r.outcome == "answered" else r.outcome for r in rows).items())),
         "sources": {}}
-    for src in SOURCES:
+    for src in [*SOURCES, *(a for a in available if a not in SOURCES)]:
         if src in missing:
             out["sources"][src] = {"available": False, "reason": missing[src]}
         else:
             out["sources"][src] = source_block(rows, src, s)
-    out["common_support"] = _common_support(rows, available, s)
+    # semantic entropy may cover a --limit subset only: kept out of the common-support table
+    out["common_support"] = _common_support(rows, [a for a in available if a != SE_SOURCE], s)
     return out
 
 
@@ -686,7 +706,9 @@ def _header(inputs: RunInputs, s: CalibrationSettings, missing: dict[str, str],
                                 "reading's families"},
         "sources": {src: {"description": d, "available": src not in missing,
                           **({"reason": missing[src]} if src in missing else {})}
-                    for src, d in SOURCES.items()},
+                    for src, d in SOURCES.items()}
+        | ({} if inputs.semantic_entropy is None else {
+            SE_SOURCE: {"description": SE_SOURCE_DESCRIPTION, "available": True}}),
         "outcome_definitions": OUTCOME_DEFINITIONS,
         "outcome_precedence": list(OUTCOME_PRECEDENCE),
         "settings": s.describe(), "main_families": main_families,
@@ -694,8 +716,10 @@ def _header(inputs: RunInputs, s: CalibrationSettings, missing: dict[str, str],
         "n_benchmark_queries_not_selected": inputs.n_not_selected,
         "behavior_file_check": inputs.behavior_check,
         "semantic_entropy": {"status": "not_computed",
-                             "reason": "needs k sampled answers per query at a frozen "
-                                       "temperature; fks's backends decode greedily only"},
+                             "reason": f"{SAMPLES_NAME} not found in the run directory; run "
+                                       "`fks calibrate sample RUN --model-path ...` first"}
+        if inputs.semantic_entropy is None else semantic_entropy_summary(
+            inputs.semantic_entropy, inputs.semantic_entropy.path.parent),
         "readings": {},
     }
 
@@ -729,6 +753,8 @@ def run_calibration(
         "verbalized": f"{VERBALIZED_NAME} not found in the run directory; run `fks calibrate "
                       "elicit RUN --model-path ...` first (no value is ever fabricated)"}
     available = [src for src in SOURCES if src not in missing]
+    if inputs.semantic_entropy is not None:
+        available.append(SE_SOURCE)
     readings = readings_of(main_families)
     families = _family_list(main_families)
     summary = _header(inputs, s, missing, families, main_families)
@@ -743,6 +769,9 @@ def run_calibration(
                        _per_query_rows(inputs.model, inputs.rows, readings, available, s))
     atomic_write_json(out_dir / SUMMARY_NAME, summary)
     outputs = [SUMMARY_NAME, PER_QUERY_NAME]
+    if inputs.semantic_entropy is not None:
+        atomic_write_jsonl(out_dir / SE_PER_QUERY_NAME, list(inputs.semantic_entropy.rows.values()))
+        outputs.append(SE_PER_QUERY_NAME)
     if plots:
         from fks.metrics._calibration_plots import write_plots
 

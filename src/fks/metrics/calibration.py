@@ -11,6 +11,8 @@ The public surface; the implementation lives in private modules:
   on a hash-based dev split of facts and reported on the test split only;
 * verbalized confidence (``_calibration_verbalized``): the frozen elicitation prompt, the strict
   parser, and the resumable elicitation pass through a generation backend;
+* semantic entropy (``_semantic_entropy``): seeded temperature sampling
+  (``fks calibrate sample``), alias-judge clustering, plug-in / Miller-Madow entropy;
 * the stage (``_calibration_run``): ``fks calibrate RUN`` -- sources x event x readings with
   coverage accounting, slices, outputs.
 
@@ -63,6 +65,11 @@ from fks.metrics._calibration_verbalized import (
     elicit_verbalized,
     parse_verbalized_confidence,
 )
+from fks.metrics._semantic_entropy import (
+    cluster_assignment_entropy,
+    sample_answers,
+    semantic_entropy,
+)
 
 __all__ = [
     "DEFAULT_NLL_EPS",
@@ -86,6 +93,7 @@ __all__ = [
     "calibration_report",
     "calibration_summary",
     "classify_outcome",
+    "cluster_assignment_entropy",
     "elicit_verbalized",
     "equal_mass_edges",
     "equal_width_boundaries",
@@ -101,6 +109,8 @@ __all__ = [
     "risk_at_coverage",
     "risk_coverage_curve",
     "run_calibration",
+    "sample_answers",
+    "semantic_entropy",
     "split_of_fact",
     "wilson_interval",
 ]

@@ -1,4 +1,8 @@
-"""``fks calibrate RUN [--benchmark DIR] ...`` and ``fks calibrate elicit RUN --model-path P``."""
+"""The ``fks calibrate`` commands: ``RUN``, ``elicit RUN``, ``sample RUN``.
+
+``fks calibrate RUN [--benchmark DIR] ...``, ``fks calibrate elicit RUN --model-path P``,
+``fks calibrate sample RUN --model-path P [--k 5] [--temperature 1.0] [--limit N]``.
+"""
 
 from __future__ import annotations
 
@@ -115,6 +119,47 @@ def elicit_cmd(
                        trust_remote_code=trust_remote_code, **opts)
     info = elicit_verbalized(run, gen, benchmark=loaded, batch_size=batch_size)
     log.info("verbalized confidence: %s", info)
+
+
+@calibrate_app.command("sample")
+def sample_cmd(
+    run: Annotated[Path, typer.Argument(help="Run directory (RUN/samples.jsonl is written).")],
+    model_path: Annotated[str, typer.Option(help="Local folder or hub id (hf backend).")],
+    benchmark: Annotated[str | None, typer.Option(
+        help="Benchmark directory or hf[:REPO]; default: the one in the run manifest.")] = None,
+    k: Annotated[int, typer.Option(help="Samples per query.")] = 5,
+    temperature: Annotated[float, typer.Option(help="Frozen sampling temperature.")] = 1.0,
+    limit: Annotated[int | None, typer.Option(help="Only the first N main-forward queries.")
+                     ] = None,
+    seed: Annotated[int | None, typer.Option(
+        help="Base seed (query i uses seed + i); default: generation.seed.")] = None,
+    batch_size: Annotated[int, typer.Option(help="Prompts per batch.")] = 8,
+    device: Annotated[str | None, typer.Option(help="torch device.")] = None,
+    revision: Annotated[str | None, typer.Option(help="Hub revision.")] = None,
+    trust_remote_code: Annotated[bool, typer.Option(
+        help="Allow the model repository's own code.")] = False,
+) -> None:
+    """Draw k answers per main-forward query at a frozen temperature (RUN/samples.jsonl)."""
+    from fks.cli import get_configs
+    from fks.data.load import load_benchmark
+    from fks.errors import FksInputError
+    from fks.generate.backends.hf import HFBackend
+    from fks.generate.manifest import read_run_manifest
+    from fks.metrics._semantic_entropy import sample_run
+
+    configs = get_configs()
+    gen = configs.models.generation
+    bench = benchmark or (read_run_manifest(run).get("benchmark") or {}).get("path")
+    if not bench:
+        raise FksInputError("--benchmark is required (the run manifest names none)",
+                            field="benchmark")
+    loaded = load_benchmark(bench)  # cheap input checks before the (slow) model load
+    backend = HFBackend(model_path, generation=gen, device=device,
+                        trust_remote_code=trust_remote_code, revision=revision)
+    info = sample_run(run, backend, benchmark=loaded, k=k, temperature=temperature,
+                      seed=gen.seed if seed is None else seed, max_new_tokens=gen.max_new_tokens,
+                      max_prompt_len=gen.max_prompt_len, limit=limit, batch_size=batch_size)
+    log.info("semantic-entropy samples: %s", info)
 
 
 def register(app: typer.Typer) -> None:
