@@ -15,6 +15,18 @@ import pytest
 from tiny_benchmark import tiny_benchmark_rows, write_benchmark
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """One torch thread for the whole suite: the test models are tiny, and on a small shared CPU
+    extra threads only contend (tiny matmuls ran up to 15x slower with two threads)."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 @pytest.fixture
 def tiny_benchmark_dir(tmp_path: Path) -> Path:
     """A valid hand-written benchmark directory (fresh copy per test)."""

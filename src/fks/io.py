@@ -41,6 +41,7 @@ __all__ = [
     "repair_jsonl_tail",
     "sha256_file",
     "dumps_record",
+    "input_error",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -52,7 +53,14 @@ def dumps_record(record: BaseModel | dict[str, Any]) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
-def _first_error(path: Path, line_no: int, err: ValidationError) -> FksInputError:
+def input_error(
+    err: ValidationError, *, path: str | Path | None, line: int | None = None
+) -> FksInputError:
+    """Turn a pydantic error into one :class:`FksInputError` (file, line, field, found value).
+
+    The first error's field path and message are kept, with the value found and how many more
+    errors there were; every stage that validates user input reports through this.
+    """
     first = err.errors()[0]
     field = ".".join(str(p) for p in first.get("loc", ())) or None
     found = first.get("input")
@@ -61,7 +69,7 @@ def _first_error(path: Path, line_no: int, err: ValidationError) -> FksInputErro
         found_text = found_text[:77] + "..."
     extra = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
     msg = f"{first.get('msg', 'invalid value')}; found {found_text}{extra}"
-    return FksInputError(msg, path=path, line=line_no, field=field)
+    return FksInputError(msg, path=path, line=line, field=field)
 
 
 def iter_jsonl(
@@ -111,7 +119,7 @@ def iter_jsonl(
             try:
                 yield line_no, model.model_validate(obj)
             except ValidationError as exc:
-                raise _first_error(path, line_no, exc) from None
+                raise input_error(exc, path=path, line=line_no) from None
 
 
 def read_jsonl(path: str | Path, model: type[M] | None = None) -> list[Any]:

@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from fks.cli import main
 from fks.configs import load_configs
@@ -30,14 +29,6 @@ def _short(cfg):
 
 CFG = _short(load_configs())
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny matmuls run far faster on one thread than on a contended shared CPU."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 class Interrupt(Exception):

@@ -18,15 +18,6 @@ SMALL = DemoModelConfig(n_layers=3, hidden=48, n_heads=2, n_kv_heads=2, intermed
 KNOBS = {"model_config": SMALL, "limit": 30, "jlens_prompts": 12}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
 
 def test_fks_demo_runs_every_stage_and_reuses_its_cache(tmp_path, monkeypatch, capsys):
     from fks.cli import main

@@ -34,16 +34,6 @@ VOLATILE = {"created_at", "finished_at", "started_at", "scored_at", "generated_a
 INPUT_HASHES = {"metrics/bootstrap_intervals.json": {"fingerprint", "inputs"}}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """One torch thread: the models are tiny, and extra threads only contend on a busy box."""
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:

@@ -48,7 +48,7 @@ from fks.data.load import BenchmarkFiles, find_benchmark_files, resolve_benchmar
 from fks.data.rules import answer_in_subject_surface, context_leaks_gold
 from fks.data.schema import Entity, Fact, Query
 from fks.errors import FksInputError
-from fks.io import _first_error, atomic_write_json, iter_jsonl, read_json, sha256_file
+from fks.io import atomic_write_json, input_error, iter_jsonl, read_json, sha256_file
 from fks.log import console
 from fks.text import normalize
 
@@ -165,7 +165,7 @@ def _read_rows(path: Path, model: type[BaseModel]) -> tuple[list[Row], list[Issu
             try:
                 rows.append(Row(line_no, model.model_validate(raw)))
             except ValidationError as exc:
-                err = _first_error(path, line_no, exc)
+                err = input_error(exc, path=path, line=line_no)
                 issues.append(Issue("schema", err.message, path, line_no, err.field))
                 rows.append(Row(line_no, None, raw))  # type: ignore[arg-type]
     except FksInputError as exc:

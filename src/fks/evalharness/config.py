@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from fks.configs import _deep_merge
 from fks.errors import FksInputError
-from fks.io import read_yaml
+from fks.io import input_error, read_yaml
 
 __all__ = [
     "BUCKET_LABELS",
@@ -206,6 +206,4 @@ def load_harness_config(override: str | Path | None = None) -> HarnessConfig:
     try:
         return HarnessConfig.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(x) for x in first.get("loc", ())) or None
-        raise FksInputError(first.get("msg", "invalid value"), path=source, field=field) from None
+        raise input_error(exc, path=source) from None

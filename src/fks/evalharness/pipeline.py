@@ -35,7 +35,14 @@ from fks.evalharness.inputs import CaseRecord, GoldRecord
 from fks.evalharness.report import render_html_page
 from fks.evalharness.schema import BatchReport
 from fks.evalharness.scoring import CaseNotScorable, EmptySplit, HarnessResult, score_batch
-from fks.io import atomic_write_json, atomic_write_jsonl, atomic_write_text, iter_jsonl, read_json
+from fks.io import (
+    atomic_write_json,
+    atomic_write_jsonl,
+    atomic_write_text,
+    input_error,
+    iter_jsonl,
+    read_json,
+)
 
 __all__ = ["OutputPaths", "load_cases", "load_gold", "load_baseline", "run_score"]
 
@@ -84,9 +91,7 @@ def load_baseline(path: str | Path) -> BatchReport:
     try:
         return BatchReport.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(x) for x in first.get("loc", ())) or None
-        raise FksInputError(first.get("msg", "invalid value"), path=path, field=field) from None
+        raise input_error(exc, path=path) from None
 
 
 def run_score(

@@ -14,7 +14,7 @@ from fks.errors import FksInputError
 log = logging.getLogger("fks")
 
 
-def _split(values: list[str] | None) -> list[str] | None:
+def split_option(values: list[str] | None) -> list[str] | None:
     """Accept ``--stages a --stages b`` and ``--stages a,b``."""
     if not values:
         return None
@@ -78,7 +78,7 @@ def run_cmd(
                             f"{', '.join(BACKENDS)}", field="backend")
     if transport not in ("jlens", "raw"):
         raise FksInputError(f"expected jlens or raw; found {transport!r}", field="transport")
-    stage_names = _split(stages)
+    stage_names = split_option(stages)
     if stage_names is not None:
         select_stages(stage_names, backend=backend)  # check the names before any work
     extra: dict[str, object] = {}

@@ -9,15 +9,9 @@ from typing import Annotated, Any
 import typer
 
 from fks.errors import FksInputError
+from fks.pipeline.cli import split_option
 
 log = logging.getLogger("fks")
-
-
-def _split(values: list[str] | None) -> list[str] | None:
-    """Accept ``--stages a --stages b`` and ``--stages a,b``."""
-    if not values:
-        return None
-    return [v.strip() for item in values for v in item.split(",") if v.strip()]
 
 
 def merge_cmd(
@@ -31,7 +25,7 @@ def merge_cmd(
     """Verify every shard (each query once, same config, checksums), then join them into RUN."""
     from fks.scale.merge import merge_run
 
-    result = merge_run(run, benchmark=benchmark, stages=_split(stages))
+    result = merge_run(run, benchmark=benchmark, stages=split_option(stages))
     for stage, n in result.merged.items():
         log.info("%s: merged %d from %d shards", stage, n, result.n_shards)
 
@@ -143,7 +137,7 @@ def launch_cmd(
                        kts_bootstrap=kts_bootstrap, tensor_parallel_size=tensor_parallel_size,
                        max_num_seqs=max_num_seqs, trust_remote_code=trust_remote_code,
                        revision=revision or (entry.revision if entry else None))
-    stage_names = _split(stages)
+    stage_names = split_option(stages)
     select_stages(stage_names, backend=backend)  # check the names before any work
     if ray:  # fail before creating the run folder when Ray is missing
         from fks.scale.ray_executor import import_ray
@@ -197,7 +191,7 @@ def sweep_cmd(
 
     configs = get_configs()
     spec = load_sweep(models)  # bad YAML: exit 2 before any work
-    stage_names = _split(stages)
+    stage_names = split_option(stages)
     for entry in spec.models:
         select_stages(stage_names, backend=entry.backend)
     base = _options(backend="hf", device=device, batch_size=batch_size, judge=judge,

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fks.configs import ConfigSet
 from fks.errors import FksInputError
-from fks.io import read_yaml
+from fks.io import input_error, read_yaml
 from fks.pipeline import PipelineContext, PipelineOptions, check_model_name, run_pipeline
 
 __all__ = ["LEADERBOARD_NAME", "SweepEntry", "SweepFile", "SweepResult", "load_sweep", "sweep"]
@@ -124,9 +124,7 @@ def load_sweep(path: str | Path) -> SweepFile:
     try:
         return SweepFile.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or None
-        raise FksInputError(first.get("msg", "invalid value"), path=path, field=where) from None
+        raise input_error(exc, path=path) from None
 
 
 @dataclass
