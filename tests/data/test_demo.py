@@ -191,7 +191,12 @@ def test_copy_answerable_and_reverse_mix(source):
 def test_demo_benchmark_has_everything_and_validates(demo_benchmark, source):
     bench = load_benchmark(demo_benchmark)
     n_source = sum(len(by["en"]) for by in source["tuples"].values())
-    assert len(bench.facts) == n_source  # max_facts=None keeps every candidate
+    stats = read_json(demo_benchmark / "dataset_statistics.json")
+    degenerate = sum(n for reasons in stats["build"]["degenerate_objects_dropped"].values()
+                     for n in reasons.values())
+    assert degenerate == 1  # Luxembourg (city) capital of Luxembourg: object_equals_subject
+    # max_facts=None keeps every candidate the degenerate-object gate lets through
+    assert len(bench.facts) == n_source - degenerate
     assert {q.condition_family for q in bench.queries} == set(FAMILIES)
     assert {q.language for q in bench.queries} == set(LANGUAGES)
     assert len({f.relation.relation_id for f in bench.facts}) == len(source["tuples"])

@@ -34,8 +34,11 @@ def test_counts_match_rows(tiny_benchmark_dir):
     complete = [f["fact_id"] for f in facts if all(f["fact_id"] in fam_facts[m] for m in main)]
     assert stats["coverage"]["complete_family_facts"] == len(complete) == 3
     assert stats["coverage"]["full_set_facts"] == 4
-    assert stats["copy_answerable"] == {"facts": 1, "share": 0.25, "queries": sum(
-        q["answer_in_subject_surface"] for q in queries)}
+    assert stats["copy_answerable"] == {
+        "facts": 1, "share": 0.25,
+        "queries": sum(q["answer_in_subject_surface"] for q in queries),
+        "unflagged_main_queries_with_gold": 0, "unflagged_main_queries_with_gold_share": 0.0}
+    assert stats["relations"]["manufacturer"]["copy_share"] == 1.0
     assert stats["spec_6_2"] == {"facts": 1, "relations": ["manufacturer"]}
     flags = stats["flags"]
     assert flags["use_for_reverse_analysis"] == 1 and flags["none"] == 1

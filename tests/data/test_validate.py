@@ -253,7 +253,9 @@ def test_non_json_line_is_reported_and_whole_file_gates_skipped(tmp_path, config
     assert (first["gate"], first["line"]) == ("schema", 7)
     assert "invalid JSON" in first["message"]
     skipped = {g for g, e in report["gates"].items() if "skipped" in e}
-    assert skipped == {"query_fact_exists", "one_anchor_per_fact", "counts_reconcile"}
+    # F1 recomputes a fact's flag over all its queries' subject surfaces: it needs them all
+    assert skipped == {"query_fact_exists", "one_anchor_per_fact", "counts_reconcile",
+                       "answer_in_subject_surface"}
     assert not any(report["gates"][g]["passed"] for g in skipped)
     assert _failed(report) == {"schema"} | skipped
     assert report["n_queries"] == 6  # rows before the torn line

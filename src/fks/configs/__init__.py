@@ -185,6 +185,9 @@ class RelationSpec(_Strict):
     #: the object determines the subject in the world (capital <-> country), so a reverse
     #: question can be well posed; false: every reverse question is ill-posed (reverse_illposed)
     reversible: bool = False
+    #: false leaves the relation out of ``fks data build`` by default (noisy or copy-dominated
+    #: relations, see ``relations.yaml``); an override file setting it true brings it back
+    default_build: bool = True
 
     @model_validator(mode="after")
     def _templates(self) -> RelationSpec:

@@ -43,7 +43,13 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 from fks import __version__
 from fks.configs import FAMILIES, ConfigSet, RelationSpec
 from fks.data.load import Benchmark, find_benchmark_files
-from fks.data.rules import answer_in_subject_surface, context_leaks_gold
+from fks.data.rules import (
+    answer_in_subject_surface,
+    context_leaks_gold,
+    copy_match,
+    degenerate_object,
+    used_subject_surfaces,
+)
 from fks.data.schema import LANGUAGES, Fact, Query
 from fks.errors import FksInputError
 from fks.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, sha256_file
@@ -431,13 +437,39 @@ def _source_record(t: SourceTuple, lang: str) -> dict[str, Any]:
     return {"file": t.file, "line": t.line, "language": lang, "source": "mParaRel"}
 
 
+def _copies(sub_label: str, obj_label: str) -> bool:
+    return copy_match(sub_label, obj_label) is not None
+
+
+def _prefer_label(prior: tuple[str, str] | None, new: tuple[str, str],
+                  drops: Counter[str]) -> bool:
+    """Return True when ``new`` (subject, object) labels should replace ``prior``.
+
+    The first label read wins, except that a subject label from which its object can be
+    copied (:func:`fks.data.rules.copy_match`) gives way to one that does not (counted).
+    """
+    if prior is None:
+        return True
+    if _copies(*prior) and not _copies(*new):
+        drops["subject_label_chosen_to_avoid_copy"] += 1
+        return True
+    return False
+
+
 def _candidates_of(rs: RelationSource, relation_id: str, swap: bool,
                    drops: Counter[str]) -> list[Candidate]:
-    """Candidates from one property's English tuples (duplicates dropped and counted)."""
-    by_lang = {lang: {} for lang in LANGUAGES[1:]}
+    """Candidates from one property's English tuples (duplicates dropped and counted).
+
+    Where a language has several tuples for the same (subject, object) ids, the builder keeps
+    the first, unless its subject label contains the answer and another's does not.
+    """
+    by_lang: dict[str, dict[tuple[str, str], SourceTuple]] = {lang: {} for lang in LANGUAGES[1:]}
     for lang in LANGUAGES[1:]:
         for t in rs.tuples.get(lang, []):
-            by_lang[lang].setdefault((t.sub_uri, t.obj_uri), t)
+            prior = by_lang[lang].get((t.sub_uri, t.obj_uri))
+            if _prefer_label(None if prior is None else (prior.sub_label, prior.obj_label),
+                             (t.sub_label, t.obj_label), drops):
+                by_lang[lang][(t.sub_uri, t.obj_uri)] = t
     seen: set[tuple[str, str]] = set()
     out: list[Candidate] = []
     for t in rs.tuples.get("en", []):
@@ -475,7 +507,8 @@ def _merge_duplicates(cands: list[Candidate], drops: Counter[str]) -> list[Candi
         prior.source_relations = sorted(set(prior.source_relations) | set(c.source_relations))
         prior.records.extend(c.records)
         for lang, pair in c.labels.items():
-            prior.labels.setdefault(lang, pair)
+            if lang != "en" and _prefer_label(prior.labels.get(lang), pair, drops):
+                prior.labels[lang] = pair
     return list(merged.values())
 
 
@@ -512,6 +545,23 @@ def _functional(cands: list[Candidate], drops: Counter[str]) -> list[Candidate]:
     return sorted(out, key=Candidate.sort_key)
 
 
+def _degenerate_gate(cands: list[Candidate]) -> tuple[list[Candidate], Counter[str]]:
+    """Drop candidates whose object is not a knowable answer; count them per reason.
+
+    Applied after the functional check, so a subject with one degenerate and one good object
+    is still dropped as multi-valued. Reasons: :func:`fks.data.rules.degenerate_object`.
+    """
+    kept: list[Candidate] = []
+    dropped: Counter[str] = Counter()
+    for c in cands:
+        why = degenerate_object(c.subject, c.object)
+        if why is None:
+            kept.append(c)
+        else:
+            dropped[why] += 1
+    return kept, dropped
+
+
 # ---------------------------------------------------------------------------- relation pools
 @dataclass
 class RelationPool:
@@ -530,6 +580,9 @@ class RelationPool:
     multilingual: dict[str, list[tuple[str, bool]]]
     #: distinct English object labels of the relation (recognition distractors)
     objects: list[str]
+    #: candidates dropped by the degenerate-object gate, per reason
+    #: (:func:`fks.data.rules.degenerate_object`)
+    degenerate_dropped: dict[str, int] = field(default_factory=dict)
 
     def reverse_is_well_posed(self, c: Candidate) -> bool:
         """Return True when the relation is ``reversible`` and the object has one subject.
@@ -581,6 +634,8 @@ def _relation_plan(configs: ConfigSet) -> tuple[dict[str, tuple[str, bool]], dic
     for rid, spec in sorted(reg.relations.items()):
         if not spec.functional:
             left_out[rid] = "not functional"
+        elif not spec.default_build:
+            left_out[rid] = "default_build: false (relations.yaml)"
         elif spec.spec_6_2_flag and reg.drop_spec_6_2_flagged:
             left_out[rid] = "spec_6_2_flag (drop_spec_6_2_flagged: true)"
         else:
@@ -615,7 +670,7 @@ def relation_pools(source: Source, configs: ConfigSet) -> tuple[dict[str, Relati
         for c in merged:
             for k in _object_keys(c):
                 subjects_by_object[k].add(c.sub_uri)
-        cands = _functional(merged, drops)
+        cands, degenerate = _degenerate_gate(_functional(merged, drops))
         own = [source.relations[p] for p in spec.source_relations if p in source.relations]
         en_patterns = [p for rs in own for p in rs.patterns.get("en", [])]
         paraphrases, statements = _english_pools(spec, en_patterns)
@@ -625,7 +680,8 @@ def relation_pools(source: Source, configs: ConfigSet) -> tuple[dict[str, Relati
                 ml_sets[lang].extend(pats)
         objects = sorted({c.norm_object: c.object for c in cands}.values())
         pools[rid] = RelationPool(rid, spec, cands, dict(subjects_by_object), paraphrases,
-                                  statements, _multilingual_pools(ml_sets), objects)
+                                  statements, _multilingual_pools(ml_sets), objects,
+                                  dict(sorted(degenerate.items())))
         log.debug("%s: %d candidates, %d paraphrase templates, %d statements", rid,
                   len(cands), len(paraphrases), len(statements))
     return pools, drops
@@ -829,7 +885,8 @@ def fact_row(fact_id: str, c: Candidate, spec: RelationSpec) -> dict[str, Any]:
         "is_functional": spec.functional,
         "answer_type": spec.answer_type,
         "answer_granularity": spec.answer_granularity,
-        "answer_in_subject_surface": answer_in_subject_surface(c.subject, c.object),
+        # English-only first reading; fact_queries() finalises it over the surfaces used
+        "answer_in_subject_surface": answer_in_subject_surface(c.subject, c.aliases(1)),
         "spec_6_2_flag": spec.spec_6_2_flag,
         "languages": [lang for lang in LANGUAGES if lang in c.labels],
     }
@@ -843,9 +900,26 @@ class QueryCounts:
     guard_dropped: Counter[str] = field(default_factory=Counter)
 
 
+def copy_flag(fact: dict[str, Any], rows: Iterable[dict[str, Any]]) -> bool:
+    """F1 over what the fact's questions show: gold aliases vs the subject surfaces used.
+
+    The surfaces are the subject labels that occur in the fact's object-slot queries
+    (:func:`fks.data.rules.used_subject_surfaces`); the golds are the object's canonical label
+    and aliases. The validator recomputes the flag the same way.
+    """
+    subject, obj = fact["subject"], fact["object"]
+    used = used_subject_surfaces([subject["canonical"], *subject["aliases"]],
+                                 [r["query"] for r in rows if r["target_slot"] == "object"])
+    return answer_in_subject_surface(used, [obj["canonical"], *obj["aliases"]])
+
+
 def fact_queries(fact: dict[str, Any], cand: Candidate, pool: RelationPool, *,
                  configs: ConfigSet, seed: int, counts: QueryCounts) -> list[dict[str, Any]]:
-    """Every query row of one fact (without ``query_id``), families in canonical order."""
+    """Every query row of one fact (without ``query_id``), families in canonical order.
+
+    Sets the fact's ``answer_in_subject_surface`` (:func:`copy_flag`) and gives every query
+    its fact's flag, so the real/copy split is a split of facts.
+    """
     ctx = FactContext(cand, pool, seed, fact["qualification_question"],
                       _choose_paraphrases(cand, pool, seed))
     gold_aliases = {"object": fact["object"]["aliases"], "subject": fact["subject"]["aliases"]}
@@ -876,6 +950,9 @@ def fact_queries(fact: dict[str, Any], cand: Candidate, pool: RelationPool, *,
                 "answer_in_subject_surface": fact["answer_in_subject_surface"],
                 **q.extra,
             })
+    fact["answer_in_subject_surface"] = copy_flag(fact, rows)
+    for row in rows:
+        row["answer_in_subject_surface"] = fact["answer_in_subject_surface"]
     return rows
 
 
@@ -975,6 +1052,9 @@ def _build_counts(src: Source, pools: dict[str, RelationPool], drops: Counter[st
                                           "non_functional_tuples", "ambiguous_subject_label",
                                           "repeated_subject_label",
                                           "merged_across_properties")},
+        "degenerate_objects_dropped": {rid: p.degenerate_dropped for rid, p in pools.items()
+                                       if p.degenerate_dropped},
+        "subject_label_chosen_to_avoid_copy": drops["subject_label_chosen_to_avoid_copy"],
         "candidates": sum(len(p.candidates) for p in pools.values()),
         "candidates_per_relation": {rid: len(p.candidates) for rid, p in pools.items()},
         "selected": len(selected),

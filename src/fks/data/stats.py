@@ -17,6 +17,7 @@ from fks.configs import FAMILIES
 from fks.data.load import Benchmark
 from fks.data.schema import LANGUAGES, Query
 from fks.log import console
+from fks.text import find_alias, has_cjk, normalize
 
 __all__ = ["dataset_statistics", "render_statistics", "query_role"]
 
@@ -44,6 +45,32 @@ def _share(part: int, whole: int) -> float:
     return round(part / whole, 4) if whole else 0.0
 
 
+#: A spaced-script gold alias this long counts as contained in a query as a plain substring;
+#: a shorter one only as a whole word (the F1 rule's substring threshold).
+_CONTAINS_MIN = 4
+
+
+def query_contains_gold(q: Query) -> bool:
+    """Return True when the query's own text contains one of its gold aliases.
+
+    The check behind ``copy_answerable.unflagged_main_queries_with_gold``: normalised text, a
+    plain substring for CJK aliases and aliases of at least four characters, a whole word for
+    shorter ones. It looks at the whole query, template included, so it also counts template
+    coincidences (German ``befindet`` holds the French alias ``Inde``) that are not copies.
+    """
+    text = normalize(q.query)
+    for alias in dict.fromkeys([q.gold_canonical, *q.gold_aliases]):
+        a = normalize(alias)
+        if not a:
+            continue
+        if has_cjk(a) or len(a) >= _CONTAINS_MIN:
+            if a in text:
+                return True
+        elif find_alias(text, a, normalized=True):
+            return True
+    return False
+
+
 def dataset_statistics(benchmark: Benchmark) -> dict[str, Any]:
     """Count per family, relation and language; coverage, copy share and flag totals.
 
@@ -55,7 +82,10 @@ def dataset_statistics(benchmark: Benchmark) -> dict[str, Any]:
       ``complete_family_facts`` (facts with every main family), ``full_set_facts`` (facts with
       at least one main-family query);
     * ``relations[r]`` / ``languages[l]``: facts and queries;
-    * ``copy_answerable``: facts and queries with ``answer_in_subject_surface`` (F1);
+    * ``copy_answerable``: facts and queries with ``answer_in_subject_surface`` (F1), and
+      ``unflagged_main_queries_with_gold`` -- main-forward queries not flagged whose own text
+      still contains their gold (:func:`query_contains_gold`), with their share of the main
+      queries; per relation ``copy_answerable_facts`` and ``copy_share``;
     * ``spec_6_2``: flagged facts and their relations (C1);
     * ``flags``: query counts per boolean, and ``none`` for rows with no analysis flag.
     """
@@ -68,6 +98,7 @@ def dataset_statistics(benchmark: Benchmark) -> dict[str, Any]:
     rel_queries: Counter[str] = Counter()
     flags: Counter[str] = Counter()
     copy_queries = 0
+    unflagged_with_gold = 0
     for q in queries:
         fam_queries[q.condition_family] += 1
         fam_facts[q.condition_family].add(q.fact_id)
@@ -79,6 +110,8 @@ def dataset_statistics(benchmark: Benchmark) -> dict[str, Any]:
         flags[{"main": "use_for_main_forward", "reverse": "use_for_reverse_analysis",
                "recognition": "use_for_recognition_analysis"}.get(role, "none")] += 1
         copy_queries += q.answer_in_subject_surface
+        if role == "main" and not q.answer_in_subject_surface and query_contains_gold(q):
+            unflagged_with_gold += 1
 
     families = _ordered(set(fam_queries), FAMILIES)
     main = [f for f in families if "main" in fam_roles[f]]
@@ -109,7 +142,9 @@ def dataset_statistics(benchmark: Benchmark) -> dict[str, Any]:
         },
         "relations": {
             r: {"facts": rel_facts[r], "queries": rel_queries[r],
-                "copy_answerable_facts": rel_copy[r], "spec_6_2_facts": rel_62[r]}
+                "copy_answerable_facts": rel_copy[r], "copy_share": _share(rel_copy[r],
+                                                                           rel_facts[r]),
+                "spec_6_2_facts": rel_62[r]}
             for r in sorted(set(rel_facts) | set(rel_queries))
         },
         "languages": {
@@ -117,7 +152,11 @@ def dataset_statistics(benchmark: Benchmark) -> dict[str, Any]:
             for lang in _ordered(set(lang_queries), LANGUAGES)
         },
         "copy_answerable": {"facts": n_copy, "share": _share(n_copy, n),
-                            "queries": copy_queries},
+                            "queries": copy_queries,
+                            "unflagged_main_queries_with_gold": unflagged_with_gold,
+                            "unflagged_main_queries_with_gold_share": round(
+                                unflagged_with_gold / flags["use_for_main_forward"], 5)
+                            if flags["use_for_main_forward"] else 0.0},
         "spec_6_2": {"facts": sum(rel_62.values()), "relations": sorted(rel_62)},
         "flags": {k: flags[k] for k in ("use_for_main_forward", "use_for_reverse_analysis",
                                         "use_for_recognition_analysis", "none")},
@@ -144,7 +183,8 @@ def render_statistics(stats: dict[str, Any]) -> None:
         f"complete-family facts ({' + '.join(cov['main_families'])}): "
         f"{_int(cov['complete_family_facts'])}; full-set facts: {_int(cov['full_set_facts'])}\n"
         f"copy-answerable (answer_in_subject_surface): {_int(copy['facts'])} facts "
-        f"({copy['share']:.1%}), {_int(copy['queries'])} queries; "
+        f"({copy['share']:.1%}), {_int(copy['queries'])} queries; unflagged main queries "
+        f"containing their gold: {_int(copy.get('unflagged_main_queries_with_gold', 0))}; "
         f"spec 6.2 flagged: {_int(stats['spec_6_2']['facts'])} facts\n"
         f"main forward {_int(flags['use_for_main_forward'])} / reverse "
         f"{_int(flags['use_for_reverse_analysis'])} / recognition "
@@ -153,11 +193,12 @@ def render_statistics(stats: dict[str, Any]) -> None:
     )
 
     rel = Table(title="relations")
-    for col in ("relation", "facts", "queries", "copy", "spec 6.2"):
+    for col in ("relation", "facts", "queries", "copy", "copy share", "spec 6.2"):
         rel.add_column(col, justify="left" if col == "relation" else "right")
     for name, row in sorted(stats["relations"].items()):
         rel.add_row(name, _int(row["facts"]), _int(row["queries"]),
-                    _int(row["copy_answerable_facts"]), _int(row["spec_6_2_facts"]))
+                    _int(row["copy_answerable_facts"]), f"{row.get('copy_share', 0.0):.1%}",
+                    _int(row["spec_6_2_facts"]))
     console.print(rel)
 
     lang = Table(title="languages")
@@ -175,3 +216,8 @@ def render_statistics(stats: dict[str, Any]) -> None:
         console.print(f"build: {_int(build['candidates'])} candidates, "
                       f"{_int(build['selected'])} selected; dropped: {dropped or 'nothing'}; "
                       f"D1 guard dropped {guard} context candidates", highlight=False)
+        degenerate = build.get("degenerate_objects_dropped") or {}
+        if degenerate:
+            console.print("degenerate objects dropped: " + "; ".join(
+                f"{rid} " + ", ".join(f"{k} {v}" for k, v in reasons.items())
+                for rid, reasons in sorted(degenerate.items())), highlight=False)

@@ -19,7 +19,9 @@ Hard gates (construction log, "validate_facts.py -> validation_report.json"):
 * ``counts_reconcile`` -- file-name counts equal row counts; per-family counts equal the
   expected counts plus the accepted deviations.
 * ``functional_single_valued`` -- a functional relation has one object per subject.
-* ``answer_in_subject_surface`` -- the F1 flag equals the rule, and queries inherit it.
+* ``answer_in_subject_surface`` -- the F1 flag equals the rule (:func:`fks.data.rules.
+  copy_match` over the subject surfaces the fact's object-slot queries show), and queries
+  inherit it.
 * ``query_targets`` -- options (when given) include the gold; subject-slot families ask for
   the subject.
 
@@ -45,7 +47,7 @@ from rich.table import Table
 
 from fks.configs import FAMILIES, ConfigSet, Deviation, ExpectedCounts
 from fks.data.load import BenchmarkFiles, find_benchmark_files, resolve_benchmark
-from fks.data.rules import answer_in_subject_surface, context_leaks_gold
+from fks.data.rules import context_leaks_gold, copy_match, used_subject_surfaces
 from fks.data.schema import Entity, Fact, Query
 from fks.errors import FksInputError
 from fks.io import atomic_write_json, input_error, iter_jsonl, read_json, sha256_file
@@ -85,7 +87,8 @@ ANCHOR_FAMILY = "anchor"
 #: The family the D1 guard applies to (construction log, deviation D1; spec §9.4, §13.9).
 CONTEXT_FAMILY = "context"
 #: Gates that need both files read to the end (skipped when a line is not JSON).
-_NEEDS_WHOLE_FILES = frozenset({"query_fact_exists", "one_anchor_per_fact", "counts_reconcile"})
+_NEEDS_WHOLE_FILES = frozenset({"query_fact_exists", "one_anchor_per_fact", "counts_reconcile",
+                                "answer_in_subject_surface"})
 
 
 @dataclass(frozen=True)
@@ -432,18 +435,33 @@ def gate_functional_single_valued(data: BenchmarkRows, configs: ConfigSet) -> It
 
 
 def gate_answer_in_subject_surface(data: BenchmarkRows, configs: ConfigSet) -> Iterator[Issue]:
-    """F1: each fact's flag equals the rule; each query's flag equals its fact's."""
+    """F1: each fact's flag equals the rule; each query's flag equals its fact's.
+
+    The rule is :func:`fks.data.rules.copy_match` of the object's canonical label and aliases
+    against the subject labels that the fact's object-slot queries actually show
+    (:func:`fks.data.rules.used_subject_surfaces`), the same reading the builder uses. A
+    benchmark flagged by the older word-bounded English-only rule fails here where it missed a
+    copy (``LaFerrari`` -> Ferrari).
+    """
+    texts: dict[str, list[str]] = defaultdict(list)
+    for _, q in data.valid_queries():
+        if q.target_slot == "object":
+            texts[q.fact_id].append(q.query)
     for row in data.facts:
         fact = row.model
         if fact is None:
             continue
-        rule = answer_in_subject_surface(fact.subject.canonical, fact.object.canonical)
+        used = used_subject_surfaces([fact.subject.canonical, *fact.subject.aliases],
+                                     texts.get(fact.fact_id, []))
+        match = copy_match(used, [fact.object.canonical, *fact.object.aliases])
+        rule = match is not None
         if fact.answer_in_subject_surface != rule:
+            why = (f"gold {match[0]!r} copied from subject surface {match[1]!r}" if match else
+                   f"no gold alias of {fact.object.canonical!r} in the subject surfaces "
+                   f"{used!r}")
             yield Issue("answer_in_subject_surface",
                         f"flag is {fact.answer_in_subject_surface}, the rule gives {rule} "
-                        f"(object {fact.object.canonical!r} in subject "
-                        f"{fact.subject.canonical!r})", data.files.facts, row.line,
-                        "answer_in_subject_surface")
+                        f"({why})", data.files.facts, row.line, "answer_in_subject_surface")
     for row, q in data.valid_queries():
         fact = data.fact_of(q)
         if fact is not None and q.answer_in_subject_surface != fact.answer_in_subject_surface:
