@@ -310,8 +310,8 @@ def test_float_rounding_does_not_move_a_fact_off_the_boundary():
 
 @pytest.mark.parametrize("modal,group", [
     ("CORRECT", "Stable Correct"), ("INCORRECT", "Stable Wrong"),
-    ("ABSTAIN", "Stable Abstention"), ("AMBIGUOUS", "Stable Abstention"),
-    ("REVIEW_REQUIRED", "Stable Abstention")])
+    ("ABSTAIN", "Stable Abstention"), ("AMBIGUOUS", "Stable Multiple"),
+    ("REVIEW_REQUIRED", "Stable Review")])
 def test_stable_groups_by_modal_correctness(modal, group):
     assert behavior_group(0.95, modal, 0.8) == group
     assert behavior_group(0.5, modal, 0.8) == "Unstable"
@@ -350,8 +350,10 @@ def test_coverage_modes_on_ragged_facts_never_zero_fill():
     assert fs["family_coverage"] == {"anchor": 4, "context": 3, "format": 3,
                                      "multilingual": 2, "paraphrase": 4}
     assert fs["by_tau"]["0.8"]["counts"] == {"Stable Correct": 1, "Stable Wrong": 1,
-                                            "Stable Abstention": 1, "Unstable": 1}
-    assert fs["by_tau"]["0.8"]["stable_abstention_by_modal"]["ABSTAIN"] == 1
+                                            "Stable Abstention": 1, "Unstable": 1,
+                                            "Stable Multiple": 0, "Stable Review": 0,
+                                            "Unscorable": 0}
+    assert fs["by_tau"]["0.8"]["stable_by_modal"]["ABSTAIN"] == 1
 
 
 def test_every_block_partitions_and_counts_add_up():
@@ -369,8 +371,9 @@ def test_every_block_partitions_and_counts_add_up():
                         continue
                     seen += 1
                     for shares in b["by_tau"].values():
-                        assert sum(shares[k] for k in ("scr", "swr", "sar", "ur")) == \
-                            pytest.approx(1.0)
+                        assert sum(shares[k] for k in ("scr", "swr", "sar", "ur",
+                                                       "stable_multiple", "stable_review",
+                                                       "unscorable")) == pytest.approx(1.0)
                         assert sum(shares["counts"].values()) == b["n_facts"]
                     assert b["relation_macro"]["n_relations"] == len(b["per_relation"])
                     assert sum(x["n_facts"] for x in b["per_relation"].values()) == b["n_facts"]

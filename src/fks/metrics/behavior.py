@@ -20,14 +20,30 @@ Definitions (fact ``f``, family set ``T_f`` = the main families the fact has):
   behaviour groups;
 * ``BES_f = 1`` when one cluster is observed, else ``1 - H(p_f) / log A_f`` (§5.2).
 
+Scorable answers. A main-forward record is an *answer* only when its generation succeeded,
+its ``raw_response`` is not empty (an instruct model without a chat template often returns
+``""``), and the judge gave it a cluster that carries a claim -- not ``UNPARSEABLE`` (no claim
+could be extracted) and not ``REVIEW_REQUIRED`` (the judge itself failed). Every other record
+is *unscorable* (:func:`unscorable_reason`: ``generation_error``, ``empty``,
+``judge_failure``, ``unparseable``) and enters no distribution: it is not model behaviour, so
+it can never make a fact stable. A family with no scorable answer drops out of ``T_f`` like a
+missing family. A fact is **Unscorable** -- no BCS, no BES, no modal cluster -- when fewer than
+:data:`MIN_ANSWERED_FAMILY_SHARE` of the main families it has queries in (rounded up, at least
+one) have a scorable answer. The kernel :func:`compute_bcs_bes` skips unscorable records too
+(and raises its "No valid main-family queries." when none is left).
+
 Behaviour groups at threshold ``tau`` (§6): ``BCS >= tau`` is stable (the spec's ``>=``; a
 slack of 1e-9 keeps a BCS equal to ``tau`` in exact arithmetic from being lost to rounding),
 ``BCS < tau`` is ``Unstable``. A stable fact is ``Stable Correct`` when its modal cluster is
 ``CORRECT``, ``Stable Wrong`` when it is ``INCORRECT`` (a clear wrong answer, §6.2), and
-``Stable Abstention`` otherwise: modal ``ABSTAIN`` (§6.3) and the other non-answers -- modal
-``AMBIGUOUS`` (MULTIPLE) or ``REVIEW_REQUIRED`` (UNPARSEABLE, or a judge failure) -- so the four
-shares partition the facts and sum to 1 (§6). The summary breaks ``Stable Abstention`` down by
-modal correctness so the strict §6.3 count (modal ``ABSTAIN``) is always visible.
+``Stable Abstention`` only when it is ``ABSTAIN`` (§6.3). A stable fact whose modal cluster is
+``MULTIPLE`` (correctness ``AMBIGUOUS``) is ``Stable Multiple``; one whose modal answer cluster
+is ``REVIEW_REQUIRED`` (an ungrounded "correct" cluster) is ``Stable Review``. Those two and
+``Unscorable`` are shown beside the four §6 groups (:data:`EXTRA_GROUPS`), so the seven groups
+partition the facts. The four published shares are the §6 ones, counts over the fixed
+``|D_eval|`` -- every fact of the selection, unscorable facts included -- so
+``SCR + SWR + SAR + UR = 1 - (stable multiple + stable review + unscorable)``; BCS and BES means
+are over the scorable facts (an undefined value is never invented), with their count given.
 
 Family membership comes from each record's own ``use_for_main_forward`` intersected with
 ``main_families`` (``metrics.yaml``), never a hard-coded list; a missing family is left out of
@@ -54,7 +70,13 @@ from fks.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, sha256_fil
 
 __all__ = [
     "GROUPS",
+    "EXTRA_GROUPS",
+    "ALL_GROUPS",
+    "UNSCORABLE",
+    "MIN_ANSWERED_FAMILY_SHARE",
+    "UNSCORABLE_REASONS",
     "ANCHOR_FAMILY",
+    "unscorable_reason",
     "compute_bcs_bes",
     "behavior_group",
     "behavior_groups",
@@ -72,8 +94,22 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 GROUPS: tuple[str, ...] = ("Stable Correct", "Stable Wrong", "Stable Abstention", "Unstable")
+#: groups outside the four of §6: stable on a non-answer the spec does not name, and facts
+#: without enough scorable answers (module docstring)
+EXTRA_GROUPS: tuple[str, ...] = ("Stable Multiple", "Stable Review", "Unscorable")
+ALL_GROUPS: tuple[str, ...] = GROUPS + EXTRA_GROUPS
+UNSCORABLE = "Unscorable"
 _SHARE_KEYS = {"Stable Correct": "scr", "Stable Wrong": "swr", "Stable Abstention": "sar",
-               "Unstable": "ur"}
+               "Unstable": "ur", "Stable Multiple": "stable_multiple",
+               "Stable Review": "stable_review", "Unscorable": "unscorable"}
+#: a fact is scorable when at least this share of the main families it has queries in (rounded
+#: up, at least one) has a scorable answer
+MIN_ANSWERED_FAMILY_SHARE = 0.5
+#: clusters that carry no claim: no extractable answer, or the judge failed
+NON_ANSWER_CLUSTERS = frozenset({"UNPARSEABLE", "REVIEW_REQUIRED"})
+#: why a main record is not a scorable answer, in the order they are tested
+UNSCORABLE_REASONS: tuple[str, ...] = ("generation_error", "empty", "judge_failure",
+                                       "unparseable")
 #: the unperturbed baseline family of the spec: its correctness is K_m, and the readings with
 #: and without it are both reported (README caveat 4)
 ANCHOR_FAMILY = "anchor"
@@ -88,13 +124,40 @@ def _get(item: Any, key: str, default: Any = None) -> Any:
     return getattr(item, key, default)
 
 
+def unscorable_reason(item: Any) -> str | None:
+    """Why a judged record is not a scorable answer (module docstring), or None.
+
+    Fields absent from a mapping count as fine (``generation_status`` ok, a response present).
+
+    >>> unscorable_reason({"cluster_id": "ENTITY_Q90", "raw_response": "Paris"}) is None
+    True
+    >>> unscorable_reason({"cluster_id": "UNPARSEABLE", "raw_response": "  "})
+    'empty'
+    >>> unscorable_reason({"cluster_id": "UNPARSEABLE", "generation_status": "timeout"})
+    'generation_error'
+    """
+    if _get(item, "generation_status", "ok") not in (None, "ok"):
+        return "generation_error"
+    raw = _get(item, "raw_response")
+    if raw is not None and not str(raw).strip():
+        return "empty"
+    cluster = _get(item, "cluster_id")
+    if cluster == "REVIEW_REQUIRED":
+        return "judge_failure"
+    if cluster == "UNPARSEABLE":
+        return "unparseable"
+    return None
+
+
 def compute_bcs_bes(records: Sequence[Any], main_families: Sequence[str]) -> dict[str, Any]:
-    """BCS and BES of one fact, exactly as spec §16.1.
+    """BCS and BES of one fact, as spec §16.1 over its scorable answers.
 
     Args:
         records: the fact's judged records (mappings or objects) with ``condition_family`` and
             ``cluster_id``. A record whose ``use_for_main_forward`` is false is skipped (when
-            the field is absent it counts as true, as in the pseudo-code).
+            the field is absent it counts as true, as in the pseudo-code), and so is a record
+            that is not a scorable answer (:func:`unscorable_reason`: a generation error, an
+            empty response, ``UNPARSEABLE`` or ``REVIEW_REQUIRED``): it is not behaviour.
         main_families: families that enter the scores.
 
     Returns:
@@ -114,7 +177,8 @@ def compute_bcs_bes(records: Sequence[Any], main_families: Sequence[str]) -> dic
     family_totals: dict[str, int] = defaultdict(int)
     for item in records:
         family = _get(item, "condition_family")
-        if family not in main_families or not _get(item, "use_for_main_forward", True):
+        if family not in main_families or not _get(item, "use_for_main_forward", True) \
+                or unscorable_reason(item) is not None:
             continue
         cluster = _get(item, "cluster_id")
         family_cluster_counts[family][cluster] += 1
@@ -141,31 +205,41 @@ def compute_bcs_bes(records: Sequence[Any], main_families: Sequence[str]) -> dic
             "cluster_distribution": p, "valid_families": valid_families}
 
 
-def behavior_group(bcs: float, modal_correctness: str, tau: float) -> str:
-    """Return the §6 behaviour group of one fact (module docstring: the non-answers).
+def behavior_group(bcs: float | None, modal_correctness: str, tau: float, *,
+                   scorable: bool = True) -> str:
+    """Return the behaviour group of one fact (module docstring).
 
     >>> behavior_group(0.8, "CORRECT", 0.8), behavior_group(0.79, "CORRECT", 0.8)
     ('Stable Correct', 'Unstable')
-    >>> behavior_group(1.0, "AMBIGUOUS", 0.8)
-    'Stable Abstention'
+    >>> behavior_group(1.0, "ABSTAIN", 0.8), behavior_group(1.0, "AMBIGUOUS", 0.8)
+    ('Stable Abstention', 'Stable Multiple')
+    >>> behavior_group(None, "", 0.8), behavior_group(1.0, "CORRECT", 0.8, scorable=False)
+    ('Unscorable', 'Unscorable')
     """
+    if not scorable or bcs is None or not math.isfinite(bcs):
+        return UNSCORABLE
     if bcs < tau - STABLE_SLACK:
         return "Unstable"
-    if modal_correctness == "CORRECT":
-        return "Stable Correct"
-    if modal_correctness == "INCORRECT":
-        return "Stable Wrong"
-    return "Stable Abstention"
+    return _STABLE_BY_MODAL.get(modal_correctness, "Stable Review")
 
 
-def behavior_groups(bcs: np.ndarray, modal_correctness: np.ndarray, tau: float) -> np.ndarray:
+_STABLE_BY_MODAL = {"CORRECT": "Stable Correct", "INCORRECT": "Stable Wrong",
+                    "ABSTAIN": "Stable Abstention", "AMBIGUOUS": "Stable Multiple",
+                    "REVIEW_REQUIRED": "Stable Review"}
+
+
+def behavior_groups(bcs: np.ndarray, modal_correctness: np.ndarray, tau: float,
+                    scorable: np.ndarray | None = None) -> np.ndarray:
     """Vectorised :func:`behavior_group`: ``(F,)`` floats and labels -> ``(F,)`` group names."""
-    stable = bcs >= tau - STABLE_SLACK
+    bcs = np.asarray(bcs, dtype=float)
+    ok = np.isfinite(bcs) if scorable is None else np.asarray(scorable, bool) & np.isfinite(bcs)
+    stable = np.where(ok, bcs, -np.inf) >= tau - STABLE_SLACK
     mc = np.asarray(modal_correctness, dtype=object)
-    out = np.full(bcs.shape, "Stable Abstention", dtype=object)
-    out[mc == "CORRECT"] = "Stable Correct"
-    out[mc == "INCORRECT"] = "Stable Wrong"
+    out = np.full(bcs.shape, "Stable Review", dtype=object)
+    for corr, group in _STABLE_BY_MODAL.items():
+        out[mc == corr] = group
     out[~stable] = "Unstable"
+    out[~ok] = UNSCORABLE
     return out
 
 
@@ -188,9 +262,20 @@ class JudgedColumns:
     recognition: np.ndarray  # use_for_recognition_analysis
     copy: np.ndarray  # answer_in_subject_surface
     judge: tuple[str, ...] = ()
+    #: why each record is not a scorable answer (:func:`unscorable_reason`), "" when it is
+    reason: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+
+    def __post_init__(self) -> None:
+        if len(self.reason) != len(self.query_id):
+            self.reason = np.full(len(self.query_id), "", dtype=object)
 
     def __len__(self) -> int:
         return len(self.query_id)
+
+    @property
+    def scorable(self) -> np.ndarray:
+        """``(N,)`` bool: the record is a scorable answer."""
+        return self.reason == ""
 
     @classmethod
     def from_records(cls, records: Sequence[Any]) -> JudgedColumns:
@@ -213,6 +298,7 @@ class JudgedColumns:
             recognition=col("use_for_recognition_analysis", bool, False),
             copy=col("answer_in_subject_surface", bool, False),
             judge=tuple(sorted({str(_get(r, "judge", "")) for r in records})),
+            reason=np.array([unscorable_reason(r) or "" for r in records], dtype=object),
         )
 
 
@@ -250,15 +336,19 @@ def load_judged(path: str | Path) -> JudgedColumns:
 class FactBehavior:
     """Per-fact BCS/BES for one family set (one *reading*), all facts at once.
 
-    Attributes (``F`` facts with at least one record of the reading, sorted by id; ``T``
-    families of the reading that occur, sorted; ``G`` distinct (fact, cluster) pairs):
+    Attributes (``F`` facts with at least one record of the reading, scorable or not, sorted
+    by id; ``T`` families of the reading that occur, sorted; ``G`` distinct (fact, cluster)
+    pairs of scorable answers):
         families: ``(T,)`` family names.
         fact_ids: ``(F,)``; relation, copy: ``(F,)`` per-fact attributes.
-        has_family: ``(F, T)`` bool, the fact has records of that family.
-        bcs, bes: ``(F,)`` float; n_clusters: ``(F,)`` int.
-        modal_cluster, modal_correctness: ``(F,)`` object.
-        g_fact, g_cluster, g_p: ``(G,)`` the distributions ``p_f(a)``, grouped by fact and
-            sorted by cluster id within a fact.
+        has_family: ``(F, T)`` bool, the fact has records of that family (coverage, §1.3).
+        answered: ``(F, T)`` bool, the fact has a scorable answer in that family (``T_f``).
+        scorable: ``(F,)`` bool, enough families answered (module docstring).
+        n_records, n_scorable: ``(F,)`` int, main records and scorable answers of the reading.
+        bcs, bes: ``(F,)`` float, nan for an unscorable fact; n_clusters: ``(F,)`` int.
+        modal_cluster, modal_correctness: ``(F,)`` object, "" for an unscorable fact.
+        g_fact, g_cluster, g_p: ``(G,)`` the distributions ``p_f(a)`` over scorable answers,
+            grouped by fact and sorted by cluster id within a fact.
     """
 
     families: tuple[str, ...]
@@ -274,16 +364,20 @@ class FactBehavior:
     g_fact: np.ndarray
     g_cluster: np.ndarray
     g_p: np.ndarray
+    answered: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), bool))
+    scorable: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    n_records: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
+    n_scorable: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
     _starts: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, int))
+    _ends: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, int))
 
     def valid_families(self, i: int) -> list[str]:
-        """Families of fact ``i`` (sorted), as the kernel's ``valid_families``."""
-        return [f for f, h in zip(self.families, self.has_family[i], strict=True) if h]
+        """Families of fact ``i`` with a scorable answer (the kernel's ``valid_families``)."""
+        return [f for f, h in zip(self.families, self.answered[i], strict=True) if h]
 
     def distribution(self, i: int) -> dict[str, float]:
-        """``p_f(a)`` of fact ``i``: ``{cluster_id: probability}``."""
-        s = self._starts[i]
-        e = self._starts[i + 1] if i + 1 < len(self._starts) else len(self.g_p)
+        """``p_f(a)`` of fact ``i`` over its scorable answers: ``{cluster_id: probability}``."""
+        s, e = self._starts[i], self._ends[i]
         return {str(c): float(p) for c, p in zip(self.g_cluster[s:e], self.g_p[s:e], strict=True)}
 
     def complete(self, required: Sequence[str]) -> np.ndarray:
@@ -344,11 +438,14 @@ def _first_index(codes: np.ndarray, n: int) -> np.ndarray:
     return first
 
 
-def fact_behavior(cols: JudgedColumns, families: Sequence[str]) -> FactBehavior:
+def fact_behavior(cols: JudgedColumns, families: Sequence[str], *,
+                  min_answered_share: float = MIN_ANSWERED_FAMILY_SHARE) -> FactBehavior:
     """BCS, BES and modal cluster of every fact for one family set (the production path).
 
     Records enter when ``use_for_main_forward`` is true *and* their family is in
-    ``families``. Equal to :func:`compute_bcs_bes` per fact (tested).
+    ``families``; every such fact is in the result, but only scorable answers enter its
+    distribution (module docstring). Equal to :func:`compute_bcs_bes` per scorable fact
+    (tested).
 
     Raises:
         ValueError: no record enters.
@@ -356,20 +453,53 @@ def fact_behavior(cols: JudgedColumns, families: Sequence[str]) -> FactBehavior:
     mask = cols.main & np.isin(cols.family, list(families))
     if not mask.any():
         raise ValueError(f"no main-forward record of families {list(families)}")
-    fam_names, fam = np.unique(cols.family[mask].astype(str), return_inverse=True)
-    fact_names, fact = np.unique(cols.fact_id[mask].astype(str), return_inverse=True)
-    cl_names, cl = np.unique(cols.cluster_id[mask].astype(str), return_inverse=True)
-    core = _bcs_bes_arrays(fact, fam, cl, len(fact_names), len(fam_names), len(cl_names))
-    first_of_g = _first_index(core["g_inv"], len(core["g_p"]))
-    first_of_fact = _first_index(fact, len(fact_names))
-    corr = cols.correctness[mask][first_of_g]
+    fam_names, fam_all = np.unique(cols.family[mask].astype(str), return_inverse=True)
+    fact_names, fact_all = np.unique(cols.fact_id[mask].astype(str), return_inverse=True)
+    n_f, n_t = len(fact_names), len(fam_names)
+    has = np.bincount(fact_all * n_t + fam_all, minlength=n_f * n_t).reshape(n_f, n_t) > 0
+    n_records = np.bincount(fact_all, minlength=n_f)
+    first_of_fact = _first_index(fact_all, n_f)
+    ok = cols.scorable[mask]
+    answered = np.zeros((n_f, n_t), dtype=bool)
+    answered[fact_all[ok], fam_all[ok]] = True
+    n_scorable = np.bincount(fact_all[ok], minlength=n_f)
+    need = np.maximum(1, np.ceil(min_answered_share * has.sum(axis=1) - 1e-9)).astype(int)
+    scorable = answered.sum(axis=1) >= need
+
+    bcs = np.full(n_f, np.nan)
+    bes = np.full(n_f, np.nan)
+    n_clusters = np.zeros(n_f, dtype=int)
+    modal_cluster = np.full(n_f, "", dtype=object)
+    modal_corr = np.full(n_f, "", dtype=object)
+    starts = np.zeros(n_f, dtype=int)
+    ends = np.zeros(n_f, dtype=int)
+    g_fact = np.zeros(0, dtype=int)
+    g_cluster = np.zeros(0, dtype=object)
+    g_p = np.zeros(0)
+    if ok.any():
+        sub_fact_names, sub_fact = np.unique(fact_all[ok], return_inverse=True)
+        cl_names, cl = np.unique(cols.cluster_id[mask][ok].astype(str), return_inverse=True)
+        core = _bcs_bes_arrays(sub_fact, fam_all[ok], cl, len(sub_fact_names), n_t,
+                               len(cl_names))
+        first_of_g = _first_index(core["g_inv"], len(core["g_p"]))
+        corr = cols.correctness[mask][ok][first_of_g]
+        u = sub_fact_names  # universe index of each fact with a scorable answer
+        keep = scorable[u]
+        bcs[u[keep]] = core["bcs"][keep]
+        bes[u[keep]] = core["bes"][keep]
+        n_clusters[u] = core["n_clusters"]
+        modal_cluster[u[keep]] = cl_names[core["g_cluster"][core["modal_g"]]][keep]
+        modal_corr[u[keep]] = corr[core["modal_g"]][keep]
+        starts[u] = core["starts"]
+        ends[u] = np.append(core["starts"][1:], len(core["g_p"]))
+        g_fact, g_cluster, g_p = u[core["g_fact"]], cl_names[core["g_cluster"]], core["g_p"]
     return FactBehavior(
         families=tuple(str(f) for f in fam_names), fact_ids=fact_names,
         relation=cols.relation[mask][first_of_fact], copy=cols.copy[mask][first_of_fact],
-        has_family=core["has"], bcs=core["bcs"], bes=core["bes"],
-        n_clusters=core["n_clusters"], modal_cluster=cl_names[core["g_cluster"][core["modal_g"]]],
-        modal_correctness=corr[core["modal_g"]], g_fact=core["g_fact"],
-        g_cluster=cl_names[core["g_cluster"]], g_p=core["g_p"], _starts=core["starts"],
+        has_family=has, bcs=bcs, bes=bes, n_clusters=n_clusters, modal_cluster=modal_cluster,
+        modal_correctness=modal_corr, g_fact=g_fact, g_cluster=g_cluster, g_p=g_p,
+        answered=answered, scorable=scorable, n_records=n_records, n_scorable=n_scorable,
+        _starts=starts, _ends=ends,
     )
 
 
@@ -413,18 +543,30 @@ def _tau_key(tau: float) -> str:
 
 
 def _mean(x: np.ndarray) -> float | None:
-    """Mean, or None (not defined) for an empty selection."""
+    """Mean of the finite values, or None (not defined) when there is none."""
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
     return float(np.mean(x)) if len(x) else None
 
 
 def _group_shares(groups: np.ndarray, modal_correctness: np.ndarray) -> dict[str, Any]:
-    """Count and share (SCR/SWR/SAR/UR, §6) a selection of facts at one threshold."""
+    """Count and share every group of a selection of facts at one threshold.
+
+    ``scr``/``swr``/``sar``/``ur`` are the §6 shares over the fixed selection (unscorable
+    facts included in the denominator); ``stable_multiple``, ``stable_review`` and
+    ``unscorable`` complete the partition (``shares_total`` is 1 for a non-empty selection);
+    ``stable_by_modal`` counts the stable facts by modal correctness.
+    """
     n = len(groups)
-    counts = {g: int(np.sum(groups == g)) for g in GROUPS}
-    shares = {_SHARE_KEYS[g]: (counts[g] / n if n else None) for g in GROUPS}
-    sa = modal_correctness[groups == "Stable Abstention"]
-    breakdown = {c: int(np.sum(sa == c)) for c in ("ABSTAIN", "AMBIGUOUS", "REVIEW_REQUIRED")}
-    return {**shares, "counts": counts, "stable_abstention_by_modal": breakdown}
+    counts = {g: int(np.sum(groups == g)) for g in ALL_GROUPS}
+    shares = {_SHARE_KEYS[g]: (counts[g] / n if n else None) for g in ALL_GROUPS}
+    stable = ~np.isin(groups, ["Unstable", UNSCORABLE])
+    by_modal = {c: int(np.sum(modal_correctness[stable] == c))
+                for c in ("CORRECT", "INCORRECT", "ABSTAIN", "AMBIGUOUS", "REVIEW_REQUIRED")}
+    return {**shares, "counts": counts, "n_unscorable": counts[UNSCORABLE],
+            "n_scorable": n - counts[UNSCORABLE],
+            "shares_total": (sum(counts.values()) / n if n else None),
+            "stable_by_modal": by_modal}
 
 
 @dataclass
@@ -445,9 +587,10 @@ def _per_relation(f: _Facts, mask: np.ndarray, tau: float) -> dict[str, dict[str
         g = f.groups[tau][m]
         out[str(rel)] = {
             "n_facts": int(m.sum()),
+            "n_unscorable": int((m & ~f.fb.scorable).sum()),
             "bcs": _mean(f.fb.bcs[m]),
             "bes": _mean(f.fb.bes[m]),
-            **{_SHARE_KEYS[name]: float(np.mean(g == name)) for name in GROUPS},
+            **{_SHARE_KEYS[name]: float(np.mean(g == name)) for name in ALL_GROUPS},
             "n_anchor": int((m & f.has_anchor).sum()),
             "anchor_accuracy": _mean(f.anchor_ok[m & f.has_anchor]),
         }
@@ -456,7 +599,8 @@ def _per_relation(f: _Facts, mask: np.ndarray, tau: float) -> dict[str, dict[str
 
 def _macro(per_rel: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Relation-macro average: every relation weighs the same (None values left out)."""
-    keys = ("bcs", "bes", "scr", "swr", "sar", "ur", "anchor_accuracy")
+    keys = ("bcs", "bes", "scr", "swr", "sar", "ur", "stable_multiple", "stable_review",
+            "unscorable", "anchor_accuracy")
     out: dict[str, Any] = {"n_relations": len(per_rel)}
     for k in keys:
         vals = [r[k] for r in per_rel.values() if r[k] is not None]
@@ -472,9 +616,12 @@ def _block(f: _Facts, mask: np.ndarray, taus: Sequence[float], tau: float) -> di
     primary = by_tau[_tau_key(tau)]
     return {
         "n_facts": int(mask.sum()),
+        "n_scorable": int((mask & f.fb.scorable).sum()),
+        "n_unscorable": int((mask & ~f.fb.scorable).sum()),
         "bcs": _mean(f.fb.bcs[mask]),
         "bes": _mean(f.fb.bes[mask]),
-        **{k: primary[k] for k in ("scr", "swr", "sar", "ur")},
+        **{k: primary[k] for k in ("scr", "swr", "sar", "ur", "stable_multiple",
+                                   "stable_review", "unscorable")},
         "n_anchor": int((mask & f.has_anchor).sum()),
         "anchor_accuracy": _mean(f.anchor_ok[mask & f.has_anchor]),
         "by_tau": by_tau,
@@ -526,7 +673,7 @@ def _accuracy_block(cols: JudgedColumns, mask: np.ndarray) -> dict[str, Any]:
 def _facts_for(cols: JudgedColumns, families: Sequence[str], taus: Sequence[float]) -> _Facts:
     fb = fact_behavior(cols, families)
     has, ok = anchor_labels(cols, fb.fact_ids)
-    groups = {t: behavior_groups(fb.bcs, fb.modal_correctness, t) for t in taus}
+    groups = {t: behavior_groups(fb.bcs, fb.modal_correctness, t, fb.scorable) for t in taus}
     return _Facts(fb, groups, has, ok)
 
 
@@ -576,24 +723,50 @@ def behavior_summary(cols: JudgedColumns, main_families: Sequence[str], *, tau_b
             "n": len(cols), "n_main_forward": int(cols.main.sum()),
             "by_correctness": {str(k): int(v) for k, v in zip(
                 *np.unique(cols.correctness.astype(str), return_counts=True), strict=True)},
+            "main_by_family": answer_coverage(cols),
         },
+        "unscorable_rule": {"min_answered_family_share": MIN_ANSWERED_FAMILY_SHARE,
+                            "reasons": list(UNSCORABLE_REASONS)},
     }
     return summary, facts
+
+
+def answer_coverage(cols: JudgedColumns) -> dict[str, dict[str, Any]]:
+    """Per main-forward family: records, scorable answers, and each unscorable reason.
+
+    ``empty_share`` is the share of the family's main records whose response is empty (no
+    answer; for a model without a chat template often large), ``scorable_share`` the share
+    that entered the distributions.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for fam in sorted(set(cols.family[cols.main].astype(str).tolist())):
+        m = cols.main & (cols.family == fam)
+        n = int(m.sum())
+        reasons = {r: int(np.sum(cols.reason[m] == r)) for r in UNSCORABLE_REASONS}
+        scorable = n - sum(reasons.values())
+        out[fam] = {"n": n, "scorable": scorable, **reasons,
+                    "empty_share": reasons["empty"] / n if n else None,
+                    "scorable_share": scorable / n if n else None}
+    return out
 
 
 # ============================================================================ output rows
 def _fact_fields(f: _Facts, i: int, taus: Sequence[float], tau: float,
                  complete: np.ndarray) -> dict[str, Any]:
     fb = f.fb
+    ok = bool(fb.scorable[i])
     return {
-        "bcs": float(fb.bcs[i]), "bes": float(fb.bes[i]),
-        "modal_cluster": str(fb.modal_cluster[i]),
-        "modal_correctness": str(fb.modal_correctness[i]),
+        "bcs": float(fb.bcs[i]) if ok else None, "bes": float(fb.bes[i]) if ok else None,
+        "modal_cluster": str(fb.modal_cluster[i]) if ok else None,
+        "modal_correctness": str(fb.modal_correctness[i]) if ok else None,
         "behavior_group": str(f.groups[tau][i]),
         "behavior_group_by_tau": {_tau_key(t): str(f.groups[t][i]) for t in taus},
         "valid_families": fb.valid_families(i),
         "complete_family": bool(complete[i]),
         "n_clusters": int(fb.n_clusters[i]),
+        "scorable": ok,
+        "n_main_records": int(fb.n_records[i]),
+        "n_scorable_answers": int(fb.n_scorable[i]),
     }
 
 
@@ -630,17 +803,22 @@ def per_query_rows(cols: JudgedColumns, f: _Facts, families: Sequence[str]
     """Build the rows of ``behavioral_per_query.jsonl``.
 
     Every judged record, with its cluster's family-balanced probability in its fact (primary
-    reading) and whether it is the fact's modal cluster (None outside the main families).
+    reading) and whether it is the fact's modal cluster (None outside the main families, for
+    an unscorable answer, and for every answer of an unscorable fact), and why it is not
+    scorable (``unscorable_reason``, None when it is).
     """
     fb = f.fb
     p = {(str(fb.fact_ids[g]), str(c)): float(v)
          for g, c, v in zip(fb.g_fact, fb.g_cluster, fb.g_p, strict=True)}
-    modal = dict(zip(fb.fact_ids.tolist(), fb.modal_cluster.tolist(), strict=True))
+    modal = {fid: m for fid, m, ok in zip(fb.fact_ids.tolist(), fb.modal_cluster.tolist(),
+                                           fb.scorable.tolist(), strict=True) if ok}
     fams = set(families)
     rows = []
     for k in range(len(cols)):
         fid, cid = str(cols.fact_id[k]), str(cols.cluster_id[k])
-        enters = bool(cols.main[k]) and cols.family[k] in fams
+        reason = str(cols.reason[k]) or None
+        enters = bool(cols.main[k]) and cols.family[k] in fams and reason is None \
+            and fid in modal
         rows.append({
             "model": cols.model, "query_id": str(cols.query_id[k]), "fact_id": fid,
             "relation": str(cols.relation[k]), "condition_family": str(cols.family[k]),
@@ -650,7 +828,8 @@ def per_query_rows(cols: JudgedColumns, f: _Facts, families: Sequence[str]
             "use_for_reverse_analysis": bool(cols.reverse[k]),
             "use_for_recognition_analysis": bool(cols.recognition[k]),
             "answer_in_subject_surface": bool(cols.copy[k]),
-            "in_main_families": enters,
+            "in_main_families": bool(cols.main[k]) and cols.family[k] in fams,
+            "unscorable_reason": reason,
             "cluster_probability": p.get((fid, cid)) if enters else None,
             "is_modal": (modal.get(fid) == cid) if enters else None,
         })
@@ -698,5 +877,22 @@ def run_behavior_metrics(run_dir: str | Path, *, main_families: Sequence[str], t
         "input": summary["input"], "main_families": list(main_families), "tau_b": tau_b,
         "tau_b_sensitivity": list(tau_sensitivity), "finished_at": summary["created_at"],
     })
-    log.info("behavioural metrics of %d facts -> %s", len(facts[primary].fb.fact_ids), out_dir)
+    fb = facts[primary].fb
+    log.info("behavioural metrics of %d facts (%d unscorable: too few scorable answers) -> %s",
+             len(fb.fact_ids), int((~fb.scorable).sum()), out_dir)
+    log.info("%s", answer_coverage_line(summary))
     return summary
+
+
+def answer_coverage_line(summary: dict[str, Any]) -> str:
+    """One console line: per main family, the share of empty answers and of unscorable ones."""
+    cov = (summary.get("records") or {}).get("main_by_family") or {}
+    if not cov:
+        return "answers: no main-forward records"
+    parts = [f"{fam} {row['empty_share']:.0%}" for fam, row in cov.items()
+             if row.get("empty_share") is not None]
+    bad = {r: sum(row.get(r, 0) for row in cov.values()) for r in UNSCORABLE_REASONS}
+    n = sum(row["n"] for row in cov.values())
+    return ("empty answers per family: " + ", ".join(parts) + f"; unscorable answers "
+            f"{sum(bad.values())} of {n} (" + ", ".join(f"{k} {v}" for k, v in bad.items())
+            + ")")

@@ -2,7 +2,8 @@
 
 Read from ``RUN/metrics/bootstrap_intervals.json`` (point and 95 % interval, relation-clustered
 bootstrap) in the first coverage mode of ``metrics.yaml`` (``complete_family`` by default), all
-facts; a figure whose stage did not run is absent.
+facts; a figure whose stage did not run is absent. Below the table, from
+``behavioral_model_summary.json``: the unscorable facts and the empty answers per family.
 """
 
 from __future__ import annotations
@@ -72,4 +73,24 @@ def render_headline(run_dir: str | Path, *, title: str | None = None,
             ci = f"[{_fmt(fig['low'])}, {_fmt(fig['high'])}]"
             table.add_row(HEADLINE[key], _fmt(fig["point"]), ci)
     console.print(table)
+    line = behavior_line(run_dir)
+    if line:
+        console.print(line, highlight=False)
     return head
+
+
+def behavior_line(run_dir: str | Path) -> str | None:
+    """One line: unscorable facts (primary reading, full set) and empty answers per family."""
+    path = Path(run_dir) / "metrics" / "behavioral_model_summary.json"
+    if not path.is_file():
+        return None
+    from fks.metrics.behavior import answer_coverage_line
+
+    doc = read_json(path)
+    reading = (doc.get("readings") or {}).get(doc.get("primary_reading"), {})
+    block = ((reading.get("full_set") or {}).get("fixed") or {}).get("all") or {}
+    head = ""
+    if "n_unscorable" in block:
+        head = (f"behaviour: {block['n_unscorable']} of {block['n_facts']} facts unscorable "
+                "(too few scorable answers); ")
+    return head + answer_coverage_line(doc)

@@ -22,7 +22,7 @@ from fks import __version__
 from fks.configs import ConfigSet
 from fks.errors import FksInputError
 from fks.io import atomic_write_text, iter_jsonl
-from fks.metrics.behavior import ANCHOR_FAMILY, GROUPS
+from fks.metrics.behavior import ALL_GROUPS, ANCHOR_FAMILY, UNSCORABLE
 from fks.report import plots
 from fks.report.comparison import check_comparable, compare_statistics
 from fks.report.html import render
@@ -149,7 +149,7 @@ def example_answers(run: RunData, n_per_group: int = 3, per_fact: int = 2
     if path is None or facts is None:
         return []
     chosen: dict[str, str] = {}
-    for g in GROUPS:
+    for g in ALL_GROUPS:
         for fid in facts.fact_ids[facts.behavior_group == g][:n_per_group].tolist():
             chosen[fid] = g
     picked: dict[str, list[dict[str, Any]]] = {f: [] for f in chosen}
@@ -176,7 +176,9 @@ def example_answers(run: RunData, n_per_group: int = 3, per_fact: int = 2
 def _stages(run: RunData, stats: RunStatistics) -> list[tuple[str, str]]:
     f = run.facts
     nb = int((f.behavior_group != "").sum()) if f is not None else 0
-    out = [("behaviour (BCS/BES)", f"done, {nb} facts" if nb else "not run"),
+    nu = int((f.behavior_group == UNSCORABLE).sum()) if f is not None else 0
+    out = [("behaviour (BCS/BES)", f"done, {nb} facts ({nu} unscorable: too few scorable "
+                                   "answers)" if nb else "not run"),
            ("internal ISS", "done" if run.iss_summary is not None else "not run"),
            ("internal KTS", "done" if run.kts_summary is not None else "not run"),
            ("KTS intervals (centroids)", "done" if run.centroids is not None else "not run"),
@@ -212,7 +214,10 @@ def _behavior_shares(runs: Sequence[ReportRun]) -> dict[str, dict[str, float | N
         recs = {g: r.stats.metric(mode, "all", key) if mode else None
                 for g, key in GROUP_METRICS.items()}
         if any(v is not None for v in recs.values()):
-            out[f"{r.label} ({mode})"] = {g: (v or {}).get("point") for g, v in recs.items()}
+            point = {g: (v or {}).get("point") for g, v in recs.items()}
+            if all(v is not None for v in point.values()):  # the facts outside the four
+                point[plots.OTHER_GROUPS_LABEL] = max(0.0, 1.0 - sum(point.values()))
+            out[f"{r.label} ({mode})"] = point
     return out
 
 

@@ -10,8 +10,10 @@ The fact set (*universe*) is the union of the facts of ``behavioral_per_fact.jso
 of the headline figures (nan where a stage did not score the fact):
 
 * ``anchor_accuracy``: 1/0 from ``anchor_correct`` (K_m), nan without an anchor record;
-* ``bcs``, ``bes``; ``scr``/``swr``/``sar``/``ur``: indicators of the fact's behaviour group at
-  the pre-registered ``tau_b`` (so their means are the §6 shares);
+* ``bcs``, ``bes`` (nan for an ``Unscorable`` fact: too few scorable answers);
+  ``scr``/``swr``/``sar``/``ur``: indicators of the fact's behaviour group at the pre-registered
+  ``tau_b`` (0 for every group outside the four, unscorable facts included, so their means are
+  the §6 shares over the fixed set);
 * ``iss``, ``iss_peak``, ``iss_late`` (§7.10; raw, never clipped).
 """
 
@@ -73,8 +75,8 @@ class BehaviorFactRow(_Row):
     model: str = ""
     fact_id: str
     relation: str
-    bcs: float
-    bes: float
+    bcs: float | None = None
+    bes: float | None = None
     behavior_group: str
     modal_cluster: str | None = None
     modal_correctness: str | None = None
@@ -188,7 +190,8 @@ def _frame(behavior: list[tuple[int, BehaviorFactRow]] | None,
             flag = sr.complete_family
         complete[i] = bool(flag)
         if br is not None:
-            values["bcs"][i], values["bes"][i] = br.bcs, br.bes
+            values["bcs"][i] = np.nan if br.bcs is None else br.bcs
+            values["bes"][i] = np.nan if br.bes is None else br.bes
             if br.anchor_correct is not None:
                 values["anchor_accuracy"][i] = float(br.anchor_correct)
             group[i] = br.behavior_group

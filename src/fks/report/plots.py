@@ -29,8 +29,11 @@ __all__ = [
     "forest_plot",
 ]
 
+#: the facts outside the four §6 groups (fks.metrics.behavior.EXTRA_GROUPS), one bar segment
+OTHER_GROUPS_LABEL = "Multiple / review / unscorable"
 GROUP_COLORS = {"Stable Correct": "#2e7d32", "Stable Wrong": "#c62828",
-                "Stable Abstention": "#f9a825", "Unstable": "#607d8b"}
+                "Stable Abstention": "#f9a825", "Unstable": "#607d8b",
+                OTHER_GROUPS_LABEL: "#bdbdbd"}
 
 
 def to_data_uri(fig: Any, *, dpi: int = 100) -> str:
@@ -99,7 +102,7 @@ def kts_heatmap(families: Sequence[str], values: Mapping[str, float | None], *, 
 
 
 def behavior_bars(shares: Mapping[str, Mapping[str, float | None]]) -> str:
-    """Horizontal stacked bars of the four behaviour shares (§6), one bar per model.
+    """Horizontal stacked bars of the four behaviour shares (§6) and the rest, one per model.
 
     Args:
         shares: model -> ``{group name: share}``.
@@ -118,7 +121,7 @@ def behavior_bars(shares: Mapping[str, Mapping[str, float | None]]) -> str:
         left += vals
     ax.set(xlim=(0, 1), xlabel="share of facts", ylabel="model",
            title="Behaviour groups (tau_b threshold, spec §6)")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18 - 0.3 / len(models)), ncol=4,
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18 - 0.3 / len(models)), ncol=3,
               frameon=False)
     return to_data_uri(fig)
 

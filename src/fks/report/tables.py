@@ -13,7 +13,15 @@ Tables:
 * ``real_copy``: the same fact-level figures for all / real / copy facts
   (``answer_in_subject_surface``); KTS points from the internal metrics' selections.
 * ``per_relation`` (§20): per relation and coverage mode, the fact means and KTS terms.
-* ``behavior_groups`` (§13.2): per behaviour group, facts, ISS, KTS-Geo, KTS-ID, KTS.
+* ``behavior_groups`` (§13.2): per behaviour group, facts, ISS, KTS-Geo, KTS-ID, KTS; the four
+  §6 groups and the three beside them (``Stable Multiple``, ``Stable Review``, ``Unscorable``).
+* ``behavior_breakdown`` (§6): per coverage mode and subset, the facts of every behaviour group
+  and the four §6 shares over the fixed set (unscorable facts in the denominator).
+* ``answer_coverage``: per main family, main answers, scorable ones, empty ones and their
+  share, generation errors, judge failures, unparseable outputs.
+
+Every fact table has an ``n_unscorable`` column: facts without enough scorable answers (no
+BCS; counted in the fixed N of the shares, left out of the BCS/BES means).
 * ``kts_pairs`` (§13.3): per condition pair, shared facts and the KTS terms with intervals.
 * ``joint_quadrants`` (§12): facts per cell of high/low BCS x ISS x KTS (thresholds below).
 * ``joint_correlations`` (§12): Spearman correlations between per-fact BCS, BES, ISS and the
@@ -45,7 +53,7 @@ import numpy as np
 import scipy.stats
 
 from fks.io import atomic_write_text
-from fks.metrics.behavior import GROUPS
+from fks.metrics.behavior import ALL_GROUPS, GROUPS, UNSCORABLE, UNSCORABLE_REASONS
 from fks.metrics.clustered_bootstrap import FACT_METRICS, KTS_METRICS, MACRO_SUFFIX, kts_point
 from fks.report.inputs import RunData
 from fks.report.statistics import SUBSETS, RunStatistics, Settings
@@ -59,6 +67,8 @@ __all__ = [
     "real_copy_table",
     "per_relation_table",
     "behavior_group_table",
+    "behavior_breakdown_table",
+    "answer_coverage_table",
     "kts_pair_table",
     "joint_quadrants",
     "joint_correlations",
@@ -122,6 +132,15 @@ def _mean(x: np.ndarray) -> float | None:
     return float(x.mean()) if x.size else None
 
 
+def _n_unscorable(run: RunData, mode: str, subset: str = "all") -> int | None:
+    """Facts of a coverage mode and subset without enough scorable answers (None: not run)."""
+    facts = run.facts
+    if facts is None or not (facts.behavior_group != "").any():
+        return None
+    m = facts.coverage_mask(mode) & facts.subset_mask(subset)
+    return int((m & (facts.behavior_group == UNSCORABLE)).sum())
+
+
 def _modes(stats: RunStatistics) -> list[str]:
     return list(stats.document.get("coverage_modes", {}))
 
@@ -162,6 +181,7 @@ def main_table(run: RunData, stats: RunStatistics) -> Table:
         for agg, suffix in (("fact_mean", ""), ("relation_macro", MACRO_SUFFIX)):
             row: dict[str, Any] = {"model": run.model, "coverage_mode": mode,
                                    "aggregation": agg, "n_facts": block["n_facts"],
+                                   "n_unscorable": _n_unscorable(run, mode),
                                    "n_relations": block["n_relations"]}
             for m in HEADLINE:
                 if m in KTS_METRICS:
@@ -171,9 +191,11 @@ def main_table(run: RunData, stats: RunStatistics) -> Table:
             rows.append(row)
     return Table("main", "Main results (spec §13.1), 95 % relation-clustered bootstrap "
                  "intervals", ["model", "coverage_mode", "aggregation", "n_facts",
-                               "n_relations", *HEADLINE], rows, ci=HEADLINE,
+                               "n_unscorable", "n_relations", *HEADLINE], rows, ci=HEADLINE,
                  note="KTS figures are relation macro-averages by definition (§9.3, §10.4); "
-                      "they are the same in both aggregation rows.")
+                      "they are the same in both aggregation rows. n_unscorable: facts without "
+                      "enough scorable answers; they stay in n_facts (the fixed N of the four "
+                      "shares) and have no BCS/BES.")
 
 
 def real_copy_table(run: RunData, stats: RunStatistics) -> Table:
@@ -183,7 +205,8 @@ def real_copy_table(run: RunData, stats: RunStatistics) -> Table:
         for sub in SUBSETS:
             block = stats.document["coverage_modes"][mode]["subsets"][sub]
             row: dict[str, Any] = {"model": run.model, "coverage_mode": mode, "subset": sub,
-                                   "n_facts": block["n_facts"]}
+                                   "n_facts": block["n_facts"],
+                                   "n_unscorable": _n_unscorable(run, mode, sub)}
             for m in _FACT_HEADLINE:
                 _put(row, m, stats.metric(mode, sub, m))
             sel = _internal_selection(run, f"{mode}/{sub}") or {}
@@ -192,7 +215,8 @@ def real_copy_table(run: RunData, stats: RunStatistics) -> Table:
                 row[m] = rec["point"] if rec is not None else sel.get(m)
             rows.append(row)
     return Table("real_copy", "Real versus copy-answerable facts (README caveat 2)",
-                 ["model", "coverage_mode", "subset", "n_facts", *_FACT_HEADLINE, "kts_geo",
+                 ["model", "coverage_mode", "subset", "n_facts", "n_unscorable",
+                  *_FACT_HEADLINE, "kts_geo",
                   "kts_id", "kts"], rows, ci=_FACT_HEADLINE,
                  note="copy = answer_in_subject_surface. KTS: the bootstrap's point for all "
                       "facts; for real/copy the point of kts_model_summary.json (no interval).")
@@ -202,8 +226,8 @@ def per_relation_table(run: RunData, stats: RunStatistics) -> Table:
     """§20 per-relation results: fact means per relation and KTS terms per relation."""
     facts = run.facts
     rows = []
-    cols = ["coverage_mode", "relation", "n_facts", *_FACT_HEADLINE, "kts_geo_raw_spearman",
-            "kts_id"]
+    cols = ["coverage_mode", "relation", "n_facts", "n_unscorable", *_FACT_HEADLINE,
+            "kts_geo_raw_spearman", "kts_id"]
     if facts is None:
         return Table("per_relation", "Per relation", cols, rows)
     for mode in _modes(stats):
@@ -213,7 +237,9 @@ def per_relation_table(run: RunData, stats: RunStatistics) -> Table:
         for rel in sorted(set(facts.relation[cov].tolist())):
             m = cov & (facts.relation == rel)
             row: dict[str, Any] = {"coverage_mode": mode, "relation": rel,
-                                   "n_facts": int(m.sum())}
+                                   "n_facts": int(m.sum()),
+                                   "n_unscorable": int((m & (facts.behavior_group
+                                                             == UNSCORABLE)).sum())}
             for key in _FACT_HEADLINE:
                 row[key] = _mean(facts.values[key][m])
             k = kts_rel.get(rel) or {}
@@ -254,15 +280,61 @@ def behavior_group_table(run: RunData, stats: RunStatistics, settings: Settings)
                      rows, note="behavioural metrics not run")
     for mode in _modes(stats):
         cov = facts.coverage_mask(mode)
-        for g in GROUPS:
+        for g in ALL_GROUPS:
             m = cov & (facts.behavior_group == g)
-            k = _group_kts(run, mode, g, m, settings)
+            k = _group_kts(run, mode, g, m, settings) if g in GROUPS else {}
             rows.append({"coverage_mode": mode, "behavior_group": g, "facts": int(m.sum()),
                          "iss": _mean(facts.values["iss"][m]),
                          **{key: k.get(key) for key in ("kts_geo", "kts_id", "kts")}})
     return Table("behavior_groups", "Internal stability by behaviour group (§13.2)", cols, rows,
                  note="KTS of a group is computed on the group's facts (relations with at "
-                      "least kts_geo_min_facts of them).")
+                      "least kts_geo_min_facts of them), for the four §6 groups.")
+
+
+def behavior_breakdown_table(run: RunData, stats: RunStatistics) -> Table:
+    """§6: facts per behaviour group and the four shares over the fixed set, per subset."""
+    facts = run.facts
+    keys = {"Stable Correct": "scr", "Stable Wrong": "swr", "Stable Abstention": "sar",
+            "Unstable": "ur"}
+    cols = ["coverage_mode", "subset", "n_facts", *ALL_GROUPS, *keys.values()]
+    rows: list[dict[str, Any]] = []
+    if facts is None or not (facts.behavior_group != "").any():
+        return Table("behavior_breakdown", "Behaviour groups (§6)", cols, rows,
+                     note="behavioural metrics not run")
+    for mode in _modes(stats):
+        for sub in SUBSETS:
+            m = facts.coverage_mask(mode) & facts.subset_mask(sub)
+            n = int(m.sum())
+            row: dict[str, Any] = {"coverage_mode": mode, "subset": sub, "n_facts": n}
+            for g in ALL_GROUPS:
+                row[g] = int((m & (facts.behavior_group == g)).sum())
+            for g, key in keys.items():
+                row[key] = row[g] / n if n else None
+            rows.append(row)
+    return Table("behavior_breakdown", "Behaviour groups (§6): facts per group and the four "
+                 "shares over the fixed set", cols, rows,
+                 note="Stable Abstention = modal cluster ABSTAIN (§6.3). Stable Multiple (modal "
+                      "MULTIPLE), Stable Review (modal cluster REVIEW_REQUIRED) and Unscorable "
+                      "(too few scorable answers: generation errors, empty answers, judge "
+                      "failures, unparseable outputs) are outside the four §6 groups, so "
+                      "scr + swr + sar + ur = 1 - their share.")
+
+
+def answer_coverage_table(run: RunData) -> Table:
+    """Per main family: answers, scorable ones and why the others are not scorable."""
+    cols = ["family", "n", "scorable", "scorable_share", "empty", "empty_share",
+            *[r for r in UNSCORABLE_REASONS if r != "empty"]]
+    cov = ((run.behavior_summary or {}).get("records") or {}).get("main_by_family")
+    if not cov:
+        return Table("answer_coverage", "Main-forward answers per family", cols, [],
+                     note="behavioural metrics not run (or written by an older fks)")
+    rows = [{"family": fam, **{c: v.get(c) for c in cols if c != "family"}}
+            for fam, v in cov.items()]
+    return Table("answer_coverage", "Main-forward answers per family: scorable, empty, failed",
+                 cols, rows, note="Only scorable answers enter BCS/BES. empty: the model "
+                 "returned nothing (no answer, never stable behaviour); generation_error: "
+                 "error or timeout; judge_failure: the judge gave no cluster "
+                 "(REVIEW_REQUIRED); unparseable: no claim could be extracted.")
 
 
 def kts_pair_table(run: RunData, stats: RunStatistics) -> Table:
@@ -386,7 +458,8 @@ def run_tables(run: RunData, stats: RunStatistics, settings: Settings, *, tau_b:
                ) -> list[Table]:
     """Every table of one run, in report order."""
     return [main_table(run, stats), real_copy_table(run, stats), per_relation_table(run, stats),
-            behavior_group_table(run, stats, settings), kts_pair_table(run, stats),
+            behavior_group_table(run, stats, settings), behavior_breakdown_table(run, stats),
+            answer_coverage_table(run), kts_pair_table(run, stats),
             joint_quadrants(run, stats, tau_b=tau_b), joint_correlations(run, stats)]
 
 
