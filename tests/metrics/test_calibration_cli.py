@@ -75,10 +75,15 @@ def test_consistency_is_the_family_balanced_share_of_the_query_cluster(calibrate
     run, s = calibrated
     rows = {r["query_id"]: r for r in read_jsonl(run / "metrics" /
                                                  "calibration_per_query.jsonl")}
+    # Only scorable answers enter p_f (fks.metrics.behavior): a timeout, a generation error,
+    # UNPARSEABLE and a judge failure are not behaviour, and a family left without an answer
+    # drops out like a missing one.
     # fact 1: anchor A, paraphrase {A, ABSTAIN}, format {timeout}, context A, multilingual A
-    # -> (1 + 1/2 + 0 + 1 + 1) / 5 = 0.7 ; fact 2: (1 + 1/2 + 1 + 0) / 4 ; fact 4: 1.5 / 3
-    expected = {"fact_000001": 0.7, "fact_000002": 0.625, "fact_000003": 0.75,
-                "fact_000004": 0.5}
+    # -> (1 + 1/2 + 1 + 1) / 4 ; fact 2: anchor B, paraphrase {B, MULTIPLE}, format B,
+    # context {error} -> (1 + 1/2 + 1) / 3 ; fact 3: paraphrase {X, UNPARSEABLE} -> X only:
+    # (1 + 0 + 1 + 1) / 4 ; fact 4: paraphrase {D, judge failure} -> D only: (1 + 1 + 0) / 3
+    expected = {"fact_000001": 0.875, "fact_000002": 2.5 / 3, "fact_000003": 0.75,
+                "fact_000004": 2 / 3}
     for fact, value in expected.items():
         row = rows[query_id_of(fact, "anchor")]
         assert row["sources"]["consistency"]["confidence"] == pytest.approx(value)

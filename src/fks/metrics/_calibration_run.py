@@ -9,7 +9,7 @@ of a family in ``metrics.yaml: main_families``).
 ``sequence_probability`` = ``exp(sum answer_logprobs)``, ``first_token_probability`` =
 ``exp(answer_logprobs[0])``, ``verbalized`` (``RUN/verbalized.jsonl``, reported as missing
 when absent), ``consistency`` = the family-balanced share ``p_f(a)`` of the fact's
-main-family answers that fall in the query's cluster (the distribution of
+scorable main-family answers that fall in the query's cluster (the distribution of
 :func:`fks.metrics.behavior.fact_behavior`, whose argmax is the modal cluster), and
 ``judge_confidence`` (the judge's own confidence in its cluster assignment). When
 ``RUN/samples.jsonl`` exists (``fks calibrate sample``), ``semantic_entropy`` = ``1 - H/log k``
@@ -112,8 +112,9 @@ SOURCES: dict[str, str] = {
         "(RUN/verbalized.jsonl, written by `fks calibrate elicit`), parsed strictly"),
     "consistency": (
         "cross-condition consistency: the family-balanced share p_f(a) of the fact's "
-        "main-family answers in the query's cluster (the distribution whose argmax is the "
-        "modal cluster, fks.metrics.behavior); the query's own answer is included"),
+        "scorable main-family answers in the query's cluster (the distribution whose argmax is "
+        "the modal cluster, fks.metrics.behavior; errors, empty, unparseable answers and judge "
+        "failures do not enter it); the query's own answer is included"),
     "judge_confidence": (
         "the judge's confidence in its cluster assignment (JudgedRecord.confidence); a property "
         "of the judge, not a probability that the fact is right"),
@@ -405,7 +406,7 @@ def _check_behavior_file(run_dir: Path, fb: Any) -> dict[str, Any] | None:
         fid = row.get("fact_id")
         if fid in modal:
             checked += 1
-            if row.get("modal_cluster") != modal[fid]:
+            if (row.get("modal_cluster") or "") != (modal[fid] or ""):  # "": unscorable
                 differ.append(fid)
     if differ:
         log.warning("%s: %d facts have another modal cluster than judged.jsonl gives now "
