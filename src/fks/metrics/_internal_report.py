@@ -168,8 +168,13 @@ def _kts_block(ctx: _Context, sel: Selection, macros: dict[Any, list[dict[str, A
             "fact_set_sha256": hashlib.sha256(
                 "\n".join(d.fact_ids[shared].tolist()).encode()).hexdigest(),
             "n_relations": per_layer[0]["n_relations"],
+            # relations whose distances are constant in a family: Spearman undefined (left
+            # out of KTS-Geo); the most over the window layers
+            "n_relations_geo_constant": max(mm["n_relations_geo_constant"] for mm in per_layer),
             **{k: _mean([mm[k] for mm in per_layer]) for k in _KTS_KEYS},
-            "per_layer": {str(layer): {k: per_layer[li][k] for k in _KTS_KEYS}
+            "per_layer": {str(layer): {**{k: per_layer[li][k] for k in _KTS_KEYS},
+                                       "n_relations_geo_constant":
+                                           per_layer[li]["n_relations_geo_constant"]}
                           for li, layer in enumerate(ctx.window)},
         }
     per_layer = {}
@@ -179,6 +184,8 @@ def _kts_block(ctx: _Context, sel: Selection, macros: dict[Any, list[dict[str, A
         per_layer[str(layer)]["n_pairs_defined"] = sum(v["kts"] is not None for v in vals)
     return {
         "n_facts": int(sel.mask.sum()), "n_pairs": len(pair_ids),
+        "n_relations_geo_constant": sum(v["n_relations_geo_constant"]
+                                        for v in family_pairs.values()),
         **{k: _mean([pl[k] for pl in per_layer.values()]) for k in _KTS_KEYS},
         "per_layer": per_layer, "family_pairs": family_pairs,
     }
