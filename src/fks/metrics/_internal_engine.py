@@ -15,12 +15,16 @@ the window ``l / (L - 1) >= layer_window_min_frac`` (spec §7.10):
 Family membership is each query's own ``use_for_main_forward`` intersected with the reading's
 families. Readings: the configured ``main_families`` and the alternative with/without
 ``anchor`` (:func:`fks.metrics.behavior.readings_for`). Fact selections: each coverage mode
-(``complete_family`` -- the facts having every family of the reading; ``full_set`` -- every
-fact over the families it has) times ``all``/``real``/``copy`` (``answer_in_subject_surface``),
-plus the behaviour groups of ``RUN/metrics/behavioral_per_fact.jsonl`` when it exists (§13.2).
-Fact sets derive from the benchmark, so every model is scored on the same facts per pair
-(§8.2); their sha256 are written for comparison. Headline figures: the configured reading,
-the first coverage mode, all facts.
+(``complete_family`` -- D∩, the facts having every family of the reading that the run
+has, :mod:`fks.metrics.coverage`; ``full_set`` -- every fact over the families it has; each
+KTS pair is scored on its own shared facts ``D_t & D_t'``) times ``all``/``real``/``copy``
+(``answer_in_subject_surface``), plus the behaviour groups of
+``RUN/metrics/behavioral_per_fact.jsonl`` when it exists (§13.2). Fact sets derive from the
+benchmark, so every model is scored on the same facts per pair (§8.2); their sha256 are
+written for comparison. Headline figures: the configured reading and all facts; ISS on the
+first coverage mode (complete-family D∩ by default, §1.3), KTS pairs on ``D_t & D_t'``
+(``full_set``, §8.2, §10.1, §17.3), with the complete-family KTS kept as the other labelled
+coverage mode.
 
 Outputs (``RUN/metrics/``, each written atomically): ``iss_per_fact_layer.jsonl``,
 ``iss_per_fact.jsonl`` (§17.2), ``iss_model_summary.json``, ``kts_per_pair_layer.jsonl``,
@@ -67,6 +71,7 @@ from fks.metrics._space import (
     family_centroids,
     pairs_of,
 )
+from fks.metrics.coverage import complete_family_mask, families_absent
 
 __all__ = [
     "TRANSPORTS",
@@ -273,9 +278,9 @@ def _selections(design: Design, readings: Mapping[str, list[str]], coverages: Se
     subsets = {"all": np.ones(F, bool), "real": ~design.copy, "copy": design.copy}
     out = []
     for reading, fams in readings.items():
-        cols = [design.families.index(f) for f in fams if f in design.families]
-        complete = design.has[:, cols].all(axis=1) if len(cols) == len(fams) else \
-            np.zeros(F, bool)
+        # D∩ over the reading's families the run has (fks.metrics.coverage, shared with the
+        # behavioural path); absent ones are reported, never an empty set
+        complete = complete_family_mask(design.has, design.families, fams)
         cov_masks = {"complete_family": complete, "full_set": np.ones(F, bool)}
         for cov in coverages:
             for sub, smask in subsets.items():
@@ -386,11 +391,15 @@ def _prepare(run_dir: Path, bench: Benchmark, configs: ConfigSet, transport: str
     readings = readings_for(m.main_families)
     union = {f for fams in readings.values() for f in fams}
     design = build_design(bench, store, sorted(union))
+    absent = families_absent(design.families, m.main_families)
+    if absent:
+        log.warning("configured main families absent from this run (no main-forward query): "
+                    "%s; complete-family sets use the families present", ", ".join(absent))
     L = store.n_layers
     window = window_layers(L, m.layer_window_min_frac)
-    absent = [x for x in window if x not in store.layers]
-    if absent:
-        raise FksInputError(f"window layer {absent[0]} (l/(L-1) >= {m.layer_window_min_frac}, "
+    missing = [x for x in window if x not in store.layers]
+    if missing:
+        raise FksInputError(f"window layer {missing[0]} (l/(L-1) >= {m.layer_window_min_frac}, "
                             f"L={L}) is not in the store (stored: {store.layers}); rerun "
                             "`fks extract --layers window`", path=store.dir / "meta.json",
                             field="layers")

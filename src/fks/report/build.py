@@ -108,6 +108,36 @@ def sanity_context(sanity: dict[str, Any] | None) -> dict[str, Any] | None:
             "summary": text, "checks": checks}
 
 
+def _alerts(runs: Sequence[ReportRun]) -> list[str]:
+    """List what the report must say first: failed §18 checks, absent main families."""
+    from fks.metrics._sanity import sanity_line, summarize_checks
+
+    out = []
+    for r in runs:
+        san = r.data.sanity
+        if isinstance(san, dict) and isinstance(san.get("checks"), dict) \
+                and summarize_checks(san["checks"])["failed"]:
+            out.append(f"{r.label}: {sanity_line(san)}")
+        absent = families_absent(r.data)
+        if absent:
+            out.append(f"{r.label}: configured main families absent from the run: "
+                       f"{', '.join(absent)} (complete-family sets use the families present)")
+    return out
+
+
+def families_absent(run: RunData) -> list[str]:
+    """Return the configured main families without any record in the run."""
+    absent: list[str] = []
+    iss = run.iss_summary or {}
+    absent += list(iss.get("families_absent") or [])
+    beh = run.behavior_summary or {}
+    for reading in (beh.get("readings") or {}).values():
+        conf = reading.get("families_configured") or []
+        seen = set(reading.get("families_observed") or [])
+        absent += [f for f in conf if f not in seen]
+    return list(dict.fromkeys(absent))
+
+
 def _calibration_context(cal: dict[str, Any] | None, model: str) -> list[dict[str, Any]]:
     """Per reading: the reliability / risk-coverage figure and a table of the sources."""
     out: list[dict[str, Any]] = []
@@ -357,6 +387,7 @@ def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str
         "behavior_plot": (plots.behavior_bars(s) if (s := _behavior_shares(runs)) else None),
         "iss_plot": plots.iss_by_layer(s) if (s := _iss_series(runs)) else None,
         "runs": [_run_context(r, families) for r in runs],
+        "alerts": _alerts(runs),
     }
     if len(runs) > 1:
         boards = [leaderboard_table([(r.data, r.stats) for r in runs], mode)
