@@ -48,3 +48,16 @@ def test_report_puts_failed_checks_at_the_top(failing_run):
     alert = html.index('<p class="alert">')
     assert alert < html.index('<h2 id="overview">') and alert < html.index("<nav>")
     assert "query_shuffle (ISS real" in html[alert:alert + 400]
+
+
+def test_report_shows_both_readings(failing_run):
+    from fks.report.inputs import load_run
+    from fks.report.tables import readings_table
+
+    _, bench, run = failing_run
+    assert _fks("metrics", run, "--part", "internal", "--benchmark", bench.root) == 0
+    rows = readings_table(load_run(run)).rows
+    assert {r["reading"] for r in rows} == {"with_anchor", "without_anchor"}
+    assert {r["reading"] for r in rows if r["default"] == "yes"} == {"with_anchor"}
+    assert {r["coverage_mode"] for r in rows} == {"complete_family", "full_set"}
+    assert all(r["iss"] is not None and r["kts"] is not None for r in rows)
