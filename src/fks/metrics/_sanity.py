@@ -169,7 +169,7 @@ def duplicate_cosine_gap(compute_dtype: str | None) -> float:
     A relative per-component error ``u`` moves a vector's direction by ``1 - cos ~ u**2 / 2``;
     the store rounds to float16 (``u = 2**-11``) and the forward pass computes in its own
     dtype. The tolerance is ``8 u**2`` for the larger ``u`` (16 times the typical gap, for the
-    accumulation over layers and another batch's summation order): 3.8e-6 for a float32 or
+    accumulation over layers and another batch's summation order): 1.9e-6 for a float32 or
     float16 model, 1.2e-4 for bfloat16.
     """
     u = max(UNIT_ROUNDOFF["float16"], UNIT_ROUNDOFF.get(str(compute_dtype or "float32")

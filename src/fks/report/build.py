@@ -78,6 +78,17 @@ def _scalar(v: Any) -> str | None:
     return None
 
 
+def _flatten(out: list[tuple[str, str]], prefix: str, v: Any, depth: int) -> None:
+    """Append ``(dotted.key, display)`` of scalars, nested blocks down to two levels."""
+    if isinstance(v, dict):
+        if depth < 2:  # 18.5's window.raw.iss, window.transported.kts
+            for k2, v2 in v.items():
+                if k2 != "per_layer":
+                    _flatten(out, f"{prefix}.{k2}", v2, depth + 1)
+    elif (s := _scalar(v)) is not None:
+        out.append((prefix, s))
+
+
 def sanity_context(sanity: dict[str, Any] | None) -> dict[str, Any] | None:
     """Flatten ``sanity_checks.json`` for the panel: status, criteria and numbers per check."""
     if not sanity or not isinstance(sanity.get("checks"), dict):
@@ -86,15 +97,10 @@ def sanity_context(sanity: dict[str, Any] | None) -> dict[str, Any] | None:
     for name, c in sanity["checks"].items():
         if not isinstance(c, dict):
             continue
-        numbers = []
+        numbers: list[tuple[str, str]] = []
         for k, v in c.items():
-            if k in ("status", "criteria"):
-                continue
-            if isinstance(v, dict):
-                numbers += [(f"{k}.{k2}", s) for k2, v2 in v.items()
-                            if (s := _scalar(v2)) is not None]
-            elif (s := _scalar(v)) is not None:
-                numbers.append((k, s))
+            if k not in ("status", "criteria", "headline"):
+                _flatten(numbers, k, v, 0)
         crit = c.get("criteria") if isinstance(c.get("criteria"), dict) else {}
         checks.append({"name": name, "status": str(c.get("status", "unknown")),
                        "criteria": [(k, "n/a" if v is None else str(v)) for k, v in crit.items()],
