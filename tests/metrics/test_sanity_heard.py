@@ -61,3 +61,17 @@ def test_report_shows_both_readings(failing_run):
     assert {r["reading"] for r in rows if r["default"] == "yes"} == {"with_anchor"}
     assert {r["coverage_mode"] for r in rows} == {"complete_family", "full_set"}
     assert all(r["iss"] is not None and r["kts"] is not None for r in rows)
+
+
+def test_run_and_demo_summary_prints_the_sanity_line(failing_run, capsys):
+    # fks run and fks demo end with render_headline: the table, then the sanity line
+    from fks.pipeline import render_headline, reset_sanity_failures, sanity_failures
+
+    _, bench, run = failing_run
+    assert _fks("metrics", run, "--part", "internal", "--benchmark", bench.root) == 0
+    reset_sanity_failures()
+    capsys.readouterr()
+    render_headline(run)
+    cap = capsys.readouterr()
+    assert f"{run.name}: sanity checks (spec §18, layer 3)" in cap.out + cap.err
+    assert len(sanity_failures()) == 1 and "query_shuffle" in sanity_failures()[0]
