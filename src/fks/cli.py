@@ -6,7 +6,10 @@ function; this module only builds the app, the global options and the exit-code 
 * exit 0 on success;
 * exit 2 on bad input (:class:`~fks.errors.FksInputError`), with one line naming file, line
   and field;
-* exit 1 on an internal error (the traceback is shown with ``--verbose``).
+* exit 1 on an internal error (the traceback is shown with ``--verbose``);
+* exit 3 with ``--strict`` when a spec §18 sanity check failed (``fks --strict CMD``, or
+  ``fks run --strict`` / ``fks metrics --strict``): every output is written, the one-line
+  sanity summary is printed, and the exit code says the figures did not pass their checks.
 """
 
 from __future__ import annotations
@@ -21,10 +24,16 @@ from rich.markup import escape
 
 from fks import __version__
 from fks.configs import ConfigSet, load_configs
-from fks.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, FksInputError
+from fks.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_SANITY_FAILED,
+    FksInputError,
+    SanityCheckFailed,
+)
 from fks.log import console, setup_logging
 
-__all__ = ["app", "main", "get_configs"]
+__all__ = ["app", "main", "get_configs", "set_strict"]
 
 log = logging.getLogger("fks")
 
@@ -37,7 +46,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-_state: dict[str, object] = {"config_paths": [], "configs": None, "verbose": False}
+_state: dict[str, object] = {"config_paths": [], "configs": None, "verbose": False,
+                             "strict": False}
+
+
+def set_strict(value: bool = True) -> None:
+    """Make a failed §18 sanity check end this invocation with exit code 3 (``--strict``)."""
+    if value:
+        _state["strict"] = True
 
 
 def get_configs() -> ConfigSet:
@@ -64,15 +80,22 @@ def _root(
         ),
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Exit with code 3 when a spec §18 sanity check fails (outputs are "
+        "still written).")] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show version.")
     ] = False,
 ) -> None:
     """Fact Knowledge Stability toolkit."""
+    from fks.pipeline._summary import reset_sanity_failures
+
     setup_logging(verbose)
     _state["config_paths"] = list(config or [])
     _state["configs"] = None
     _state["verbose"] = verbose
+    _state["strict"] = strict
+    reset_sanity_failures()
 
 
 def _register_stages() -> None:
@@ -117,10 +140,23 @@ def _usage_error_types() -> tuple[type[Exception], ...]:
     return tuple(types)
 
 
+def _enforce_strict() -> None:
+    """Raise :class:`SanityCheckFailed` when ``--strict`` is on and a failure was printed."""
+    from fks.pipeline._summary import sanity_failures
+
+    heard = sanity_failures()
+    if _state.get("strict") and heard:
+        raise SanityCheckFailed(heard[-1])
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``fks`` script: run the app and map errors to exit codes."""
     try:
         app(args=argv, standalone_mode=False)
+        _enforce_strict()
+    except SanityCheckFailed as exc:
+        console.print(f"[red]strict:[/red] {escape(exc.line)}", highlight=False, soft_wrap=True)
+        sys.exit(EXIT_SANITY_FAILED)
     except FksInputError as exc:
         # escape: the message quotes file contents, which may hold rich markup like "[mask]"
         console.print(f"[red]error:[/red] {escape(exc.one_line())}", highlight=False,

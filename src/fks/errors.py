@@ -2,6 +2,7 @@
 
 * :class:`FksInputError` -- bad input (exit code 2). Its message is one line naming the file,
   the line and the field at fault, plus what was expected and what was found.
+* :class:`SanityCheckFailed` -- with ``--strict``, a failed spec §18 sanity check (exit code 3).
 * anything else -- an internal error (exit code 1).
 """
 
@@ -9,11 +10,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["FksInputError", "EXIT_OK", "EXIT_INTERNAL", "EXIT_BAD_INPUT"]
+__all__ = ["FksInputError", "SanityCheckFailed", "EXIT_OK", "EXIT_INTERNAL", "EXIT_BAD_INPUT",
+           "EXIT_SANITY_FAILED"]
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_BAD_INPUT = 2
+#: ``--strict``: the outputs were written, but a §18 sanity check failed
+EXIT_SANITY_FAILED = 3
+
+
+class SanityCheckFailed(RuntimeError):
+    """A spec §18 sanity check failed and ``--strict`` is in force (exit code 3).
+
+    Args:
+        line: the one-line sanity summary (which check failed, with its two numbers).
+    """
+
+    def __init__(self, line: str) -> None:
+        self.line = line
+        super().__init__(line)
 
 
 class FksInputError(ValueError):

@@ -113,7 +113,8 @@ def test_crash_mid_way_resumes_to_identical_arrays(
         HiddenStore(tmp_path / "crash")
 
     calls["n"] = -1000  # no more crashes; count the batches the resume runs
-    extract_hidden(tmp_path / "crash", bench, model, tok, model_name="tiny", batch_size=3)
+    extract_hidden(tmp_path / "crash", bench, model, tok, model_name="tiny", batch_size=3,
+                   duplicate_sample=0)  # the §18.2 second pass would add its own calls
     n_rows = HiddenStore(tmp_path / "clean").n_rows
     assert calls["n"] + 1000 == -(-(n_rows - 6) // 3)  # only the unfinished batches ran
     clean, resumed = HiddenStore(tmp_path / "clean"), HiddenStore(tmp_path / "crash")
@@ -302,3 +303,28 @@ def test_fused_with_generation_equals_separate_pass(tiny_model_dir, tiny_benchma
     assert read_json(plain / "evaluation_manifest.json")["stages"]["extract"][
         "rows_from_this_pass"] == a.n_rows
     np.testing.assert_array_equal(HiddenStore(plain).layer(1), b.layer(1))
+
+
+def test_second_forward_pass_reproduces_the_stored_states(tiny_model_and_tokenizer,
+                                                          tiny_benchmark_dir, tmp_path):
+    # §18.2: a seeded sample of main queries is re-extracted one by one (a fresh forward
+    # pass in another batch composition) and kept in float32 beside the float16 store
+    from fks.hidden.extract import DUPLICATE_PASS_NAME
+    from fks.hidden.store import HiddenStore as Store
+    from fks.metrics._sanity import duplicate_cosine_gap
+
+    model, tok = tiny_model_and_tokenizer
+    bench = load_benchmark(tiny_benchmark_dir)
+    extract_hidden(tmp_path / "run", bench, model, tok, model_name="tiny", batch_size=4,
+                   duplicate_sample=5)
+    store = Store(tmp_path / "run")
+    with np.load(tmp_path / "run" / "hidden" / DUPLICATE_PASS_NAME, allow_pickle=False) as z:
+        rows = z["rows"]
+        assert len(rows) == 5 and str(z["compute_dtype"]) == "float32"
+        for layer in store.layers:
+            fresh = z[f"layer_{layer:03d}"]
+            stored = np.asarray(store.layer(layer)[rows], dtype=np.float64)
+            cos = np.einsum("ij,ij->i", stored, fresh) / (
+                np.linalg.norm(stored, axis=1) * np.linalg.norm(fresh, axis=1))
+            assert (1 - cos).max() < duplicate_cosine_gap("float32")
+        assert [store.query_ids[r] for r in rows.tolist()] == z["query_ids"].tolist()

@@ -37,12 +37,13 @@ def make_bench(root: Path, sizes=SIZES, counts=None, seed: int = 1, **kw):
 
 def make_run(root: Path, bench, *, name: str = "run", d: int = D, n_layers: int = L,
              states: StateFn | None = None, jlens: bool = True, layers=None, seed: int = 0,
-             **planted) -> Path:
+             duplicate: int = 0, duplicate_noise: float = 0.0, **planted) -> Path:
     """Write ``root/name`` with a hidden store (planted states unless ``states``) and J-Lens."""
     run = root / name
     states = states or planted_states(bench, d=d, n_layers=n_layers, seed=seed, **planted)
     write_synthetic_store(run, bench, states, d=d, n_layers=n_layers, layers=layers,
-                          model=f"model-{name}")
+                          model=f"model-{name}", duplicate=duplicate,
+                          duplicate_noise=duplicate_noise)
     if jlens:
         write_synthetic_jlens(run, d=d, layers=range(n_layers), n_layers=n_layers, seed=seed)
     return run

@@ -88,6 +88,22 @@ class NegativesConfig(_Strict):
     seed: int = 20260101
 
 
+class SanityConfig(_Strict):
+    """Spec §18 sanity checks: margins and tolerances (``fks.metrics._sanity``).
+
+    Where a rule compares two figures, the tolerance is the relation-clustered bootstrap
+    interval of their per-fact difference (``bootstrap.n_resamples``, ``confidence``); the
+    margins below are added on top of it.
+    """
+
+    null_abs: float = Field(0.05, ge=0.0)
+    label_shuffle_margin: float = Field(0.01, ge=0.0)
+    negatives_margin: float = Field(0.0, ge=0.0)
+    min_cosine: float = Field(0.999, gt=0.0, le=1.0)
+    min_transport_diff: float = Field(1e-4, ge=0.0)
+    duplicate_sample: int = Field(32, ge=0)
+
+
 class MetricsConfig(_Strict):
     """``metrics.yaml``."""
 
@@ -98,6 +114,7 @@ class MetricsConfig(_Strict):
     tau_b_sensitivity: list[float] = [0.7, 0.9]
     bootstrap: BootstrapConfig = BootstrapConfig()
     negatives: NegativesConfig = NegativesConfig()
+    sanity: SanityConfig = SanityConfig()
     kts_geo_min_facts: int = Field(5, ge=2)
     eps: float = Field(1e-12, gt=0.0)
     coverage_modes: list[Literal["complete_family", "full_set"]] = ["complete_family", "full_set"]

@@ -41,7 +41,7 @@ from fks.hidden.capture import (
     model_dims,
 )
 from fks.hidden.store import HIDDEN_DIR, HiddenWriter, check_index, layer_filename
-from fks.io import read_json, sha256_file
+from fks.io import atomic_path, read_json, sha256_file
 from fks.log import progress_bar
 
 __all__ = [
@@ -53,7 +53,14 @@ __all__ = [
     "plan_extraction",
     "open_writer",
     "extract_hidden",
+    "DUPLICATE_PASS_NAME",
+    "DUPLICATE_SEED",
+    "duplicate_pass",
 ]
+
+#: the §18.2 second forward pass of a sample of main queries (``RUN/hidden/``)
+DUPLICATE_PASS_NAME = "duplicate_pass.npz"
+DUPLICATE_SEED = 20260101
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +171,7 @@ def _check_complete(store_dir: Path, identity: dict[str, Any], rows: list[dict])
 
 
 def _clear_store(store_dir: Path) -> None:
-    for name in ("meta.json", "progress.json", "index.jsonl"):
+    for name in ("meta.json", "progress.json", "index.jsonl", DUPLICATE_PASS_NAME):
         (store_dir / name).unlink(missing_ok=True)
     for path in store_dir.glob("layer_*.npy"):
         path.unlink()
@@ -273,6 +280,7 @@ def extract_hidden(
     model_info: dict[str, Any] | None = None,
     extra_meta: dict[str, Any] | None = None,
     shard: tuple[int, int] | None = None,
+    duplicate_sample: int = 32,
 ) -> dict[str, Any]:
     """Write ``RUN/hidden/`` for ``benchmark`` with ``model`` (resumes an unfinished store).
 
@@ -293,6 +301,8 @@ def extract_hidden(
         extra_meta: more fields for ``meta.json``.
         shard: ``(i, n)``: only shard ``i``'s queries, into ``RUN/shards/shard_i_of_n/hidden/``
             (the shard folder's manifest gets ``stages.extract``).
+        duplicate_sample: main queries re-extracted by a second forward pass for the §18.2
+            duplicate-query check (:func:`duplicate_pass`; 0: none).
 
     Returns:
         the store's ``meta.json`` content.
@@ -312,6 +322,8 @@ def extract_hidden(
     writer = open_writer(run_dir, plan, overwrite=overwrite)
     if not isinstance(writer, HiddenWriter):
         log.info("hidden store in %s is already complete (%d rows)", run_dir, len(plan.rows))
+        if duplicate_sample and not (Path(run_dir) / HIDDEN_DIR / DUPLICATE_PASS_NAME).is_file():
+            duplicate_pass(run_dir, plan, model, n=duplicate_sample)
         return writer
     n_before = writer.n_done
     if n_before:
@@ -328,6 +340,8 @@ def extract_hidden(
     meta = writer.finalize({"padding_side": padding_side, "model_info": model_info or {},
                             **(extra_meta or {})})
     store_dir = Path(run_dir) / HIDDEN_DIR
+    if duplicate_sample:
+        duplicate_pass(run_dir, plan, model, n=duplicate_sample)
     update_run_manifest(run_dir, stage="extract", stage_info={
         "model": model_name,
         "model_info": model_info or {},
@@ -343,3 +357,43 @@ def extract_hidden(
     log.info("wrote %d query-end states x %d layers to %s", len(plan.rows), len(plan.layers),
              store_dir)
     return meta
+
+
+def duplicate_pass(run_dir: str | Path, plan: ExtractionPlan, model: Any, *, n: int,
+                   seed: int = DUPLICATE_SEED) -> Path:
+    """Re-extract ``n`` main queries with a fresh forward pass each (spec §18.2).
+
+    The queries are drawn with ``numpy.random.default_rng([seed, 18])`` among the plan's
+    main-forward rows; each gets its own forward pass (batch of one, no padding: another
+    batch composition than the main extraction), on exactly the prompt the store holds. The
+    states are kept in float32 in ``RUN/hidden/duplicate_pass.npz`` (plain arrays: ``rows``,
+    ``query_ids``, ``compute_dtype`` and one ``layer_{l:03d}`` of shape ``(n, d)`` per stored
+    layer), which the duplicate-query check compares with the float16 store.
+    """
+    main = np.array([k for k, r in enumerate(plan.rows) if r["use_for_main_forward"]],
+                    dtype=np.int64)
+    rng = np.random.default_rng([seed, 18])
+    rows = np.sort(rng.choice(main, size=min(n, len(main)), replace=False)) if len(main) \
+        else main
+    out: dict[str, list[np.ndarray]] = {layer: [] for layer in plan.layers}
+    with QueryEndCapture(model, plan.layers) as capture:
+        for k in rows.tolist():
+            ids, mask = pad_batch([plan.encoded[k][0]], 0, "right")
+            for layer, x in forward_query_end(model, capture, ids, mask).items():
+                out[layer].append(x[0])
+    try:
+        dtype = str(next(model.parameters()).dtype).replace("torch.", "")
+    except (StopIteration, AttributeError):  # pragma: no cover - a model without parameters
+        dtype = "float32"
+    d = plan.d_model
+    arrays = {layer_filename(layer).removesuffix(".npy"):
+              np.stack(v).astype(np.float32) if v else np.zeros((0, d), np.float32)
+              for layer, v in out.items()}
+    path = Path(run_dir) / HIDDEN_DIR / DUPLICATE_PASS_NAME
+    with atomic_path(path, suffix=".npz") as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, rows=rows, compute_dtype=np.array(dtype),
+                 query_ids=np.array([plan.rows[k]["query_id"] for k in rows.tolist()], dtype=str),
+                 **arrays)
+    log.info("second forward pass of %d main queries (duplicate-query check) -> %s",
+             len(rows), path)
+    return path

@@ -9,17 +9,22 @@ the window ``l / (L - 1) >= layer_window_min_frac`` (spec §7.10):
 2. scores ISS for every fact and KTS for every family pair and fact selection
    (:mod:`fks.metrics._scores`, spec §7.7-7.9, §9-11);
 3. on one representative layer (the window layer whose depth is closest to the middle of the
-   window), runs the §18.1-18.5 sanity checks (:mod:`fks.metrics._sanity`).
+   window), runs the §18.1-18.4 sanity checks (:mod:`fks.metrics._sanity`); §18.5 (raw versus
+   transported) runs on every window layer.
 
 Family membership is each query's own ``use_for_main_forward`` intersected with the reading's
 families. Readings: the configured ``main_families`` and the alternative with/without
 ``anchor`` (:func:`fks.metrics.behavior.readings_for`). Fact selections: each coverage mode
-(``complete_family`` -- the facts having every family of the reading; ``full_set`` -- every
-fact over the families it has) times ``all``/``real``/``copy`` (``answer_in_subject_surface``),
-plus the behaviour groups of ``RUN/metrics/behavioral_per_fact.jsonl`` when it exists (§13.2).
-Fact sets derive from the benchmark, so every model is scored on the same facts per pair
-(§8.2); their sha256 are written for comparison. Headline figures: the configured reading,
-the first coverage mode, all facts.
+(``complete_family`` -- D∩, the facts having every family of the reading that the run
+has, :mod:`fks.metrics.coverage`; ``full_set`` -- every fact over the families it has; each
+KTS pair is scored on its own shared facts ``D_t & D_t'``) times ``all``/``real``/``copy``
+(``answer_in_subject_surface``), plus the behaviour groups of
+``RUN/metrics/behavioral_per_fact.jsonl`` when it exists (§13.2). Fact sets derive from the
+benchmark, so every model is scored on the same facts per pair (§8.2); their sha256 are
+written for comparison. Headline figures: the configured reading and all facts; ISS on the
+first coverage mode (complete-family D∩ by default, §1.3), KTS pairs on ``D_t & D_t'``
+(``full_set``, §8.2, §10.1, §17.3), with the complete-family KTS kept as the other labelled
+coverage mode.
 
 Outputs (``RUN/metrics/``, each written atomically): ``iss_per_fact_layer.jsonl``,
 ``iss_per_fact.jsonl`` (§17.2), ``iss_model_summary.json``, ``kts_per_pair_layer.jsonl``,
@@ -66,6 +71,7 @@ from fks.metrics._space import (
     family_centroids,
     pairs_of,
 )
+from fks.metrics.coverage import complete_family_mask, families_absent
 
 __all__ = [
     "TRANSPORTS",
@@ -272,9 +278,9 @@ def _selections(design: Design, readings: Mapping[str, list[str]], coverages: Se
     subsets = {"all": np.ones(F, bool), "real": ~design.copy, "copy": design.copy}
     out = []
     for reading, fams in readings.items():
-        cols = [design.families.index(f) for f in fams if f in design.families]
-        complete = design.has[:, cols].all(axis=1) if len(cols) == len(fams) else \
-            np.zeros(F, bool)
+        # D∩ over the reading's families the run has (fks.metrics.coverage, shared with the
+        # behavioural path); absent ones are reported, never an empty set
+        complete = complete_family_mask(design.has, design.families, fams)
         cov_masks = {"complete_family": complete, "full_set": np.ones(F, bool)}
         for cov in coverages:
             for sub, smask in subsets.items():
@@ -385,11 +391,15 @@ def _prepare(run_dir: Path, bench: Benchmark, configs: ConfigSet, transport: str
     readings = readings_for(m.main_families)
     union = {f for fams in readings.values() for f in fams}
     design = build_design(bench, store, sorted(union))
+    absent = families_absent(design.families, m.main_families)
+    if absent:
+        log.warning("configured main families absent from this run (no main-forward query): "
+                    "%s; complete-family sets use the families present", ", ".join(absent))
     L = store.n_layers
     window = window_layers(L, m.layer_window_min_frac)
-    absent = [x for x in window if x not in store.layers]
-    if absent:
-        raise FksInputError(f"window layer {absent[0]} (l/(L-1) >= {m.layer_window_min_frac}, "
+    missing = [x for x in window if x not in store.layers]
+    if missing:
+        raise FksInputError(f"window layer {missing[0]} (l/(L-1) >= {m.layer_window_min_frac}, "
                             f"L={L}) is not in the store (stored: {store.layers}); rerun "
                             "`fks extract --layers window`", path=store.dir / "meta.json",
                             field="layers")
@@ -419,9 +429,13 @@ def _prepare(run_dir: Path, bench: Benchmark, configs: ConfigSet, transport: str
     )
 
 
-def _process_layer(ctx: _Context, layer: int, averaging: Any,
-                   tol: SanityTolerances) -> tuple[LayerScores, dict[str, Any] | None]:
-    """Embed, centroid, score one layer (and run the sanity checks on the representative)."""
+def _process_layer(ctx: _Context, layer: int, averaging: Any, tol: SanityTolerances
+                   ) -> tuple[LayerScores, dict[str, Any] | None, dict[str, Any] | None]:
+    """Embed, centroid, score one layer (and run the sanity checks on the representative).
+
+    Returns the layer's scores, the §18.1-18.4 checks (representative layer only) and the
+    layer's §18.5 raw-versus-transported figures (None where the ablation cannot apply).
+    """
     m = ctx.configs.metrics
     clock = _Clock()
     J = None if ctx.jlens is None else ctx.jlens[layer]
@@ -436,13 +450,23 @@ def _process_layer(ctx: _Context, layer: int, averaging: Any,
     iss, kts = score_layer(V, ctx.design, ctx.neg, ctx.pairs, ctx.reading_pairs,
                            ctx.selections, min_facts=m.kts_geo_min_facts, eps=m.eps)
     clock.lap("iss_kts")
+    from fks.metrics._internal_sanity import (
+        headline_scores,
+        run_sanity_checks,
+        transport_ablation_layer,
+        transport_ablation_reason,
+    )
+
     sanity = None
     if layer == ctx.rep_layer:
-        from fks.metrics._internal_sanity import run_sanity_checks
-
         sanity = run_sanity_checks(ctx, layer, q, V, iss, res, wh, tol)
         clock.lap("sanity_checks")
-    return LayerScores(layer, iss, kts, _whitening_info(wh), clock.laps), sanity
+    ablation = None
+    if transport_ablation_reason(ctx) is None:
+        ablation = transport_ablation_layer(ctx, layer, headline_scores(V, ctx.design,
+                                                                        ctx.neg, ctx))
+        clock.lap("raw_vs_transported")
+    return LayerScores(layer, iss, kts, _whitening_info(wh), clock.laps), sanity, ablation
 
 
 class _Clock:
@@ -477,7 +501,8 @@ def run_internal_metrics(
             negatives, ``kts_geo_min_facts``, ``eps``, coverage modes).
         transport: ``jlens`` (``z = J h``, the main metric) or ``raw`` (Raw-ISS ablation).
         out_dir: where to write (default ``RUN/metrics``).
-        tolerances: sanity-check thresholds (default :class:`SanityTolerances`).
+        tolerances: sanity-check thresholds (default: ``metrics.yaml: sanity`` and
+            ``bootstrap``, :meth:`SanityTolerances.from_config`).
 
     Returns:
         ``{"iss": iss summary, "kts": kts summary, "sanity": sanity checks}``.
@@ -494,17 +519,25 @@ def run_internal_metrics(
     out = Path(out_dir) if out_dir is not None else run_dir / METRICS_DIR
     (out / CENTROIDS_DIR).mkdir(parents=True, exist_ok=True)
     ctx = _prepare(run_dir, _resolve_benchmark(benchmark), configs, transport, out)
-    tol = tolerances or SanityTolerances()
+    tol = tolerances or SanityTolerances.from_config(configs.metrics)
     averaging = centroid_matrix(ctx.design)
     layers: list[LayerScores] = []
     sanity: dict[str, Any] | None = None
+    ablation: list[dict[str, Any]] = []
     with progress_bar() as bar:
         task = bar.add_task("iss/kts layers", total=len(ctx.window))
         for layer in ctx.window:
-            scores, s = _process_layer(ctx, layer, averaging, tol)
+            scores, s, ab = _process_layer(ctx, layer, averaging, tol)
             layers.append(scores)
             sanity = s if s is not None else sanity
+            if ab is not None:
+                ablation.append(ab)
             bar.advance(task)
+    from fks.metrics._internal_sanity import finish_sanity
+    from fks.metrics._sanity import sanity_line
+
+    sanity = finish_sanity(ctx, sanity or {}, ablation, tol)
+    log.info("%s", sanity_line(sanity))
     result = assemble_outputs(ctx, layers, sanity or {}, seconds=time.perf_counter() - started)
     log.info("ISS/KTS of %d facts over %d window layers -> %s (%.1f s)",
              len(ctx.design.fact_ids), len(ctx.window), out, time.perf_counter() - started)

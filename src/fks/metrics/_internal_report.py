@@ -20,6 +20,7 @@ import numpy as np
 
 from fks.io import atomic_write_json, atomic_write_jsonl, sha256_file
 from fks.metrics._scores import kts_macro
+from fks.metrics.coverage import families_absent
 
 if TYPE_CHECKING:
     from fks.metrics._internal_engine import LayerScores, Selection, _Context
@@ -168,8 +169,13 @@ def _kts_block(ctx: _Context, sel: Selection, macros: dict[Any, list[dict[str, A
             "fact_set_sha256": hashlib.sha256(
                 "\n".join(d.fact_ids[shared].tolist()).encode()).hexdigest(),
             "n_relations": per_layer[0]["n_relations"],
+            # relations whose distances are constant in a family: Spearman undefined (left
+            # out of KTS-Geo); the most over the window layers
+            "n_relations_geo_constant": max(mm["n_relations_geo_constant"] for mm in per_layer),
             **{k: _mean([mm[k] for mm in per_layer]) for k in _KTS_KEYS},
-            "per_layer": {str(layer): {k: per_layer[li][k] for k in _KTS_KEYS}
+            "per_layer": {str(layer): {**{k: per_layer[li][k] for k in _KTS_KEYS},
+                                       "n_relations_geo_constant":
+                                           per_layer[li]["n_relations_geo_constant"]}
                           for li, layer in enumerate(ctx.window)},
         }
     per_layer = {}
@@ -179,6 +185,8 @@ def _kts_block(ctx: _Context, sel: Selection, macros: dict[Any, list[dict[str, A
         per_layer[str(layer)]["n_pairs_defined"] = sum(v["kts"] is not None for v in vals)
     return {
         "n_facts": int(sel.mask.sum()), "n_pairs": len(pair_ids),
+        "n_relations_geo_constant": sum(v["n_relations_geo_constant"]
+                                        for v in family_pairs.values()),
         **{k: _mean([pl[k] for pl in per_layer.values()]) for k in _KTS_KEYS},
         "per_layer": per_layer, "family_pairs": family_pairs,
     }
@@ -210,16 +218,42 @@ def _kts_rows(ctx: _Context, layers: Sequence[LayerScores], model: str
 
 
 # ================================================================================ tables
+#: how each coverage mode's KTS fact sets are defined (labels of the tables and the report)
+COVERAGE_LABELS = {
+    "full_set": "each pair on its shared facts D_t ∩ D_t' (spec §8.2; the headline KTS)",
+    "complete_family": "complete-family D∩: facts having every family of the reading",
+}
+
+
+def kts_headline_selection(ctx: _Context) -> str:
+    """Name the headline KTS selection: the configured reading, pair-shared facts, all."""
+    reading = ctx.selections[0].reading
+    name = f"{reading}/full_set/all"
+    return name if any(s.name == name for s in ctx.selections) else ctx.selections[0].name
+
+
 def _tables(ctx: _Context, iss_blocks: dict[str, Any], kts_blocks: dict[str, Any]
             ) -> dict[str, Any]:
-    """§13.2 (by behaviour group) and §13.3 (by pair) tables of the headline reading."""
-    head = ctx.selections[0]
-    by_pair = [{"pair": name, "coverage": sel.coverage, "shared_facts": v["shared_facts"],
+    """§13.1 (both readings), §13.2 (by behaviour group) and §13.3 (by pair, both readings)."""
+    by_pair = [{"reading": sel.reading, "pair": name, "coverage": sel.coverage,
+                "coverage_label": COVERAGE_LABELS.get(sel.coverage, sel.coverage),
+                "shared_facts": v["shared_facts"],
                 "kts_geo": v["kts_geo"], "kts_geo_raw_spearman": v["kts_geo_raw_spearman"],
-                "kts_id": v["kts_id"], "kts": v["kts"]}
-               for sel in ctx.selections
-               if sel.reading == head.reading and sel.subset == "all"
+                "kts_id": v["kts_id"], "kts": v["kts"],
+                "n_relations_geo_constant": v["n_relations_geo_constant"]}
+               for sel in ctx.selections if sel.subset == "all"
                for name, v in kts_blocks[sel.name]["family_pairs"].items()]
+    by_reading = []
+    for reading in ctx.readings:
+        row: dict[str, Any] = {"reading": reading, "families": list(ctx.readings[reading]),
+                               "default": reading == ctx.selections[0].reading}
+        for cov in ctx.configs.metrics.coverage_modes:
+            name = f"{reading}/{cov}/all"
+            if name in iss_blocks:
+                row[cov] = {"n_facts": iss_blocks[name]["n_facts"],
+                            "iss": iss_blocks[name]["iss"],
+                            **{k: kts_blocks[name][k] for k in ("kts_geo", "kts_id", "kts")}}
+        by_reading.append(row)
     by_group = None
     if ctx.groups is not None:
         by_group = [{"behavior_group": sel.subset, "coverage": sel.coverage,
@@ -227,7 +261,7 @@ def _tables(ctx: _Context, iss_blocks: dict[str, Any], kts_blocks: dict[str, Any
                      "iss": iss_blocks[sel.name]["iss"],
                      **{k: kts_blocks[sel.name][k] for k in ("kts_geo", "kts_id", "kts")}}
                     for sel in ctx.selections if sel.name.split("/")[-1].startswith("group:")]
-    return {"by_behavior_group": by_group, "by_pair": by_pair,
+    return {"by_reading": by_reading, "by_behavior_group": by_group, "by_pair": by_pair,
             "by_behavior_group_note": None if by_group is not None else
             "behavioral_per_fact.jsonl absent when the internal metrics ran"}
 
@@ -244,6 +278,8 @@ def _common(ctx: _Context, model: str) -> dict[str, Any]:
         "coverage_modes": list(m.coverage_modes),
         "headline": {"selection": ctx.selections[0].name, "reading": ctx.selections[0].reading,
                      "coverage": ctx.selections[0].coverage, "subset": "all"},
+        "families_absent": families_absent(ctx.design.families, m.main_families),
+        "coverage_labels": {c: COVERAGE_LABELS.get(c, c) for c in m.coverage_modes},
         "whitening": m.whitening.model_dump(mode="json"),
         "benchmark": {"path": str(ctx.bench.root), "checksum": ctx.bench.checksum()},
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -264,6 +300,7 @@ def assemble_outputs(ctx: _Context, layers: Sequence[LayerScores], sanity: dict[
     kts_blocks = {s.name: _kts_block(ctx, s, macros) for s in ctx.selections}
     common = _common(ctx, model)
     head = ctx.selections[0].name
+    kts_head = kts_headline_selection(ctx)
 
     iss_summary = {
         **common,
@@ -278,10 +315,13 @@ def assemble_outputs(ctx: _Context, layers: Sequence[LayerScores], sanity: dict[
     }
     kts_summary = {
         **common,
-        **{k: kts_blocks[head][k] for k in ("kts_geo", "kts_id", "kts", "kts_geo_raw_spearman",
-                                            "top1", "top5", "mrr")},
-        "family_pairs": kts_blocks[head]["family_pairs"],
-        "per_layer": kts_blocks[head]["per_layer"],
+        **{k: kts_blocks[kts_head][k] for k in ("kts_geo", "kts_id", "kts",
+                                                "kts_geo_raw_spearman", "top1", "top5", "mrr",
+                                                "n_relations_geo_constant")},
+        "kts_headline": {"selection": kts_head,
+                         "fact_sets": COVERAGE_LABELS.get(kts_head.split("/")[1], kts_head)},
+        "family_pairs": kts_blocks[kts_head]["family_pairs"],
+        "per_layer": kts_blocks[kts_head]["per_layer"],
         "kts_geo_min_facts": m.kts_geo_min_facts,
         "selections": kts_blocks,
         "tables": _tables(ctx, iss_blocks, kts_blocks),

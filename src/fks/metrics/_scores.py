@@ -37,7 +37,32 @@ __all__ = [
     "kts_pair",
     "kts_macro",
     "harmonic",
+    "DEGENERATE_ULPS",
+    "is_constant",
 ]
+
+#: a distance vector whose spread (max - min) is at most this many units in the last place of
+#: its scale is treated as constant (Spearman undefined, issue 13 point 4)
+DEGENERATE_ULPS = 64
+
+
+def is_constant(x: np.ndarray) -> bool:
+    """Return whether ``x`` is constant up to rounding: ``ptp(x) <= DEGENERATE_ULPS * ulp``.
+
+    ``ulp`` is the machine epsilon of ``x``'s dtype times its scale ``max(1, max |x|)``: the
+    condensed distances ``1 - cos`` come from dot products of unit vectors, whose rounding
+    error is of order ``eps * 1`` whatever the distance. Identical centroids (prompts
+    truncated to the same tokens, for example) give mathematically constant distances that
+    BLAS returns with noise of about 1e-16 (float64) or 1e-7 (float32); ranking that noise
+    would invent a correlation, so such a vector has no defined Spearman. An empty or
+    one-element vector is constant.
+    """
+    x = np.asarray(x)
+    if x.size < 2:
+        return True
+    eps = np.finfo(x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64).eps
+    scale = max(1.0, float(np.max(np.abs(x))))
+    return float(np.ptp(x)) <= DEGENERATE_ULPS * eps * scale
 
 
 # ================================================================================== ISS
@@ -164,13 +189,18 @@ class BlockGrams:
     def ranks(self, b: int, t: int, sub: np.ndarray) -> np.ndarray | None:
         """Return centred unit-norm ranks of the condensed ``1 - cos`` within family ``t``.
 
-        Over the facts ``sub`` (positions in block ``b``); None when the distances are constant.
+        Over the facts ``sub`` (positions in block ``b``); None when the distances are constant
+        up to rounding (:func:`is_constant`): their Spearman correlation is undefined.
         """
         key = (b, t, sub.tobytes())
         if key not in self._ranks:
             G = self.cross(b, t, t)[np.ix_(sub, sub)]
             iu = np.triu_indices(len(sub), k=1)
-            r = _ranks(1.0 - G[iu])
+            dist = 1.0 - G[iu]
+            if is_constant(dist):
+                self._ranks[key] = None
+                return None
+            r = _ranks(dist)
             r -= r.mean()
             norm = float(np.linalg.norm(r))
             self._ranks[key] = r / norm if norm > 0 else None
@@ -232,7 +262,9 @@ def kts_pair(grams: BlockGrams, t: int, u: int, shared: np.ndarray,
         ra, rb = (grams.ranks(r, t, sub), grams.ranks(r, u, sub)) if len(sub) > 2 else \
             (None, None)
         rho = None if ra is None or rb is None else float(np.clip(ra @ rb, -1.0, 1.0))
-        out[relations[r]] = {"n": int(len(sub)), "rho": rho,
+        why = None if rho is not None else \
+            ("constant_distances" if len(sub) > 2 else "fewer_than_three_facts")
+        out[relations[r]] = {"n": int(len(sub)), "rho": rho, "rho_undefined": why,
                              **_identity(grams.cross(r, t, u)[np.ix_(sub, sub)])}
     return out
 
@@ -264,6 +296,8 @@ def kts_macro(per_relation: dict[str, dict[str, Any]], eps: float) -> dict[str, 
         "n_facts_scored": int(sum(v["n"] for v in vals)),
         "n_relations": len(vals),
         "n_relations_geo": len(rhos),
+        "n_relations_geo_constant": sum(v.get("rho_undefined") == "constant_distances"
+                                        for v in vals),
         "kts_geo_raw_spearman": geo_raw,
         "kts_geo": geo,
         "kts_id": kid,

@@ -111,6 +111,15 @@ class Design:
         member = np.array([f in self.families for f in self.all_families], dtype=bool)
         return member[self.family], lookup[self.family]
 
+    def with_relation(self, relation: np.ndarray) -> Design:
+        """Return the same design with other residualisation relation codes.
+
+        §18.4 uses one code for all queries: no relation-mean removal.
+        """
+        return Design(self.rows, self.query_ids, self.fact, relation, self.family,
+                      self.fact_ids, self.fact_relation, self.copy, self.relations,
+                      self.all_families, self.families)
+
     def with_family(self, family: np.ndarray) -> Design:
         """Return the same design with other family codes (the label-shuffle check, §18.3)."""
         return Design(self.rows, self.query_ids, self.fact, self.relation, family,

@@ -158,8 +158,14 @@ def planted_states(bench: Benchmark, *, d: int, n_layers: int, signal: float = 1
 
 def write_synthetic_store(run_dir: str | Path, bench: Benchmark, states: StateFn, *, d: int,
                           n_layers: int, layers: Sequence[int] | None = None,
-                          model: str = "synthetic", batch: int = 1024) -> dict[str, Any]:
-    """Write ``RUN/hidden/`` for the benchmark's main-forward queries (benchmark order)."""
+                          model: str = "synthetic", batch: int = 1024, duplicate: int = 0,
+                          duplicate_noise: float = 0.0) -> dict[str, Any]:
+    """Write ``RUN/hidden/`` for the benchmark's main-forward queries (benchmark order).
+
+    ``duplicate``: also write the §18.2 second pass (``duplicate_pass.npz``) of that many
+    queries, re-evaluating ``states`` in float32 (plus ``duplicate_noise`` times a standard
+    normal per component, relative to each row's norm, to plant a non-reproducible extraction).
+    """
     from fks.generate.prompts import PROMPT_VERSION
 
     queries = [q for q in bench.queries if q.use_for_main_forward]
@@ -176,7 +182,30 @@ def write_synthetic_store(run_dir: str | Path, bench: Benchmark, states: StateFn
     for s in range(0, len(rows), batch):
         idx = np.arange(s, min(s + batch, len(rows)))
         writer.write(idx, {layer: states(layer, idx) for layer in layers})
-    return writer.finalize({})
+    meta = writer.finalize({})
+    if duplicate:
+        from fks.hidden.extract import DUPLICATE_PASS_NAME, DUPLICATE_SEED
+        from fks.hidden.store import HIDDEN_DIR
+        from fks.io import atomic_path
+
+        rng = np.random.default_rng([DUPLICATE_SEED, 18])
+        picked = np.sort(rng.choice(len(rows), size=min(duplicate, len(rows)), replace=False))
+        arrays = {}
+        for layer in layers:
+            # re-evaluated batch by batch as written (a StateFn may depend on its batch)
+            x = np.concatenate([np.asarray(states(layer, np.arange(s, min(s + batch,
+                                                                           len(rows)))),
+                                           dtype=np.float32)
+                                for s in range(0, len(rows), batch)])[picked]
+            if duplicate_noise:
+                scale = np.linalg.norm(x, axis=1, keepdims=True) / np.sqrt(d)
+                x = x + duplicate_noise * scale * rng.standard_normal(x.shape).astype(np.float32)
+            arrays[f"layer_{layer:03d}"] = x
+        path = Path(run_dir) / HIDDEN_DIR / DUPLICATE_PASS_NAME
+        with atomic_path(path, suffix=".npz") as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, rows=picked.astype(np.int64), compute_dtype=np.array("float32"),
+                     **arrays)
+    return meta
 
 
 def write_synthetic_jlens(run_dir: str | Path, *, d: int, layers: Sequence[int], n_layers: int,

@@ -58,10 +58,16 @@ def metrics_cmd(
     ] = "jlens",
     benchmark: Annotated[str | None, typer.Option(
         help="internal: the benchmark (default: the path in the run manifest).")] = None,
+    strict: Annotated[bool, typer.Option(
+        help="Exit with code 3 when a spec §18 sanity check fails (outputs still written).")
+    ] = False,
 ) -> None:
-    """Compute metrics of a run into RUN/metrics/ (spec §17)."""
-    from fks.cli import get_configs
+    """Compute metrics of a run into RUN/metrics/ (spec §17); print the sanity line."""
+    from fks.cli import get_configs, set_strict
+    from fks.log import console
+    from fks.pipeline._summary import families_absent, render_sanity
 
+    set_strict(strict)
     if part != "all" and part not in PARTS:
         raise FksInputError(f"unknown part {part!r}; expected one of: "
                             f"{', '.join([*PARTS, 'all'])}", field="part")
@@ -74,6 +80,13 @@ def metrics_cmd(
             continue
         PARTS[name](run, get_configs(), **options.get(name, {}))
         log.info("metrics part %r done", name)
+    absent = families_absent(run)
+    if absent:
+        console.print(f"{run.name}: configured main families absent from the run: "
+                      f"{', '.join(absent)} (complete-family sets use the families present)",
+                      highlight=False, soft_wrap=True)
+    if part in ("all", "internal"):
+        render_sanity(run)
 
 
 def register(app: typer.Typer) -> None:

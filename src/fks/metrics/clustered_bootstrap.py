@@ -34,7 +34,11 @@ of each window layer):
   ties) of the naive expanded resample without its same-fact pairs, computed without
   expanding: ranks are weighted cumulative sums along the distance order sorted once per
   relation (:func:`weighted_spearman`). A slot with fewer than 3 distinct facts has no
-  defined correlation and is left out of that replicate's macro-average.
+  defined correlation and is left out of that replicate's macro-average. A relation whose
+  distances in one family of the pair are constant up to rounding (identical centroids,
+  :func:`fks.metrics._scores.is_constant`) has no defined correlation either: NaN in the
+  point and every replicate, left out of the macro-average, and counted
+  (``KtsResult.n_relations_geo_constant``).
 * KTS-ID (§10): each fact's identification (top-1 retrieval of its own counterpart, both
   directions, :func:`identity_hits`) is decided once against *all* the relation's shared
   facts, the candidate set of §10.1; a replicate re-weights the facts:
@@ -60,6 +64,7 @@ from typing import Any
 
 import numpy as np
 
+from fks.metrics._scores import is_constant
 from fks.metrics.bootstrap import DEFAULT_SEED, percentile_interval
 
 __all__ = [
@@ -457,6 +462,9 @@ class _Geometry:
     ju: np.ndarray
     orders: dict[int, _Order]  # family -> order of the P distances 1 - cos
     pairs: list[_PairTables]
+    #: positions in ``pairs`` whose Spearman is undefined: a family's distances over the
+    #: pair's shared facts are constant up to rounding (:func:`fks.metrics._scores.is_constant`)
+    constant: frozenset[int] = frozenset()
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -474,14 +482,18 @@ def _geometry(V: np.ndarray, has: np.ndarray, pairs: Sequence[tuple[int, int]],
     """
     V = _unit(V)
     iu, ju = np.triu_indices(len(V), k=1)
-    tables, orders = [], {}
+    tables, orders, dists, constant = [], {}, {}, set()
     for p, (a, b) in enumerate(pairs):
         shared = has[:, a] & has[:, b]
         if shared.sum() < min_facts:
             continue
+        both = shared[iu] & shared[ju]  # the pair distances among the shared facts
         for fam in (a, b):
             if fam not in orders:
-                orders[fam] = _order(1.0 - (V[:, fam] @ V[:, fam].T)[iu, ju])
+                dists[fam] = 1.0 - (V[:, fam] @ V[:, fam].T)[iu, ju]
+                orders[fam] = _order(dists[fam])
+            if is_constant(dists[fam][both]):
+                constant.add(len(tables))
         sim = V[:, a] @ V[:, b].T  # sim[f, g] = cos(v_{f,a}, v_{g,b})
         own = np.diag(sim)
         inside = shared[:, None] & shared[None, :]
@@ -491,7 +503,7 @@ def _geometry(V: np.ndarray, has: np.ndarray, pairs: Sequence[tuple[int, int]],
                       + identity_hits(cand, (sim.T > own[:, None]) & inside)[0])
         tables.append(_PairTables(p, a, b, shared, np.where(shared, hits, 0.0),
                                   1.0 / float(shared.sum())))
-    return _Geometry(iu, ju, orders, tables)
+    return _Geometry(iu, ju, orders, tables, frozenset(constant))
 
 
 def _geo_scores(geom: _Geometry, counts: np.ndarray, chunk_elements: int, *,
@@ -529,6 +541,7 @@ def _geo_scores(geom: _Geometry, counts: np.ndarray, chunk_elements: int, *,
                         var[fam] = _rowdot(wx[fam], ranks[fam])
                 rho[s:s + step, q] = _correlation(_rowdot(wx[t.fam_a], ranks[t.fam_b]),
                                                   var[t.fam_a], var[t.fam_b])
+    rho[:, sorted(geom.constant)] = np.nan  # constant distances: Spearman undefined
     return rho
 
 
@@ -566,6 +579,8 @@ class KtsResult:
             the relation is not eligible).
         fact_identity: ``(F,)`` per-fact identification rate (mean over layers, eligible
             pairs and both directions; nan for a fact in no eligible pair).
+        n_relations_geo_constant: ``(P,)`` eligible relations whose Spearman is undefined
+            because a family's distances are constant (the most over the layers).
     """
 
     layers: tuple[int, ...]
@@ -580,6 +595,7 @@ class KtsResult:
     geo_raw_reps: np.ndarray | None = None
     identity_reps: np.ndarray | None = None
     eps: float = 1e-12
+    n_relations_geo_constant: np.ndarray | None = None
 
     def summary(self, replicates: bool = False) -> dict[str, np.ndarray]:
         """§9.3-11.2 on the point (``(L, P)``) or the replicates (``(B, L, P)``).
@@ -626,6 +642,7 @@ def _kts(space: KtsSpace, fact_relation: np.ndarray, draws: ClusterDraws | None,
     reps_g = np.full((B, L, P), np.nan) if draws is not None else None
     reps_i = np.full((B, L, P), np.nan) if draws is not None else None
     hit_sum, hit_n = np.zeros(F), np.zeros(F)
+    n_constant = np.zeros((L, P), dtype=np.int64)
     layers: Any = list(enumerate(space.layers))
     for li, layer in (progress(layers) if progress is not None else layers):
         V = np.asarray(space.load(layer))
@@ -636,6 +653,8 @@ def _kts(space: KtsSpace, fact_relation: np.ndarray, draws: ClusterDraws | None,
             if not geom.pairs:
                 continue
             cols = [t.index for t in geom.pairs]
+            for q in geom.constant:
+                n_constant[li, geom.pairs[q].index] += 1
             ones = np.ones((1, len(mem)))
             point_g[li, r, cols] = _geo_scores(geom, ones, chunk_elements, fast=False)[0]
             point_i[li, r, cols] = _id_scores(geom, ones, space.eps)[0]
@@ -660,7 +679,8 @@ def _kts(space: KtsSpace, fact_relation: np.ndarray, draws: ClusterDraws | None,
         per_relation_geo={n: point_g[:, r] for r, n in enumerate(names)},
         per_relation_id={n: point_i[:, r] for r, n in enumerate(names)},
         fact_identity=np.where(hit_n > 0, hit_sum / np.maximum(hit_n, 1), np.nan),
-        geo_raw_reps=reps_g, identity_reps=reps_i, eps=space.eps)
+        geo_raw_reps=reps_g, identity_reps=reps_i, eps=space.eps,
+        n_relations_geo_constant=n_constant.max(axis=0) if L else np.zeros(P, np.int64))
 
 
 def _one_blas_thread() -> Any:
@@ -678,6 +698,10 @@ def _one_blas_thread() -> Any:
 
 def kts_point(space: KtsSpace, fact_relation: Sequence[str] | np.ndarray) -> KtsResult:
     """KTS-Geo, KTS-ID and KTS on the original sample (no resampling), spec §9-11.
+
+    A relation whose distance vector in a family is constant up to rounding has an undefined
+    Spearman: NaN in ``per_relation_geo``, left out of the macro, counted in
+    ``n_relations_geo_constant``.
 
     Args:
         space: centroids of the facts.

@@ -26,7 +26,14 @@ from fks.pipeline._run import (
     stale_reason,
 )
 from fks.pipeline._stages import REASONS, STAGE_NAMES, STAGES, Stage, output_files, stage_by_name
-from fks.pipeline._summary import HEADLINE, headline_figures, render_headline
+from fks.pipeline._summary import (
+    HEADLINE,
+    headline_figures,
+    render_headline,
+    render_sanity,
+    reset_sanity_failures,
+    sanity_failures,
+)
 
 __all__ = [
     "HEADLINE",
@@ -48,6 +55,9 @@ __all__ = [
     "pipeline_records",
     "record_stage",
     "render_headline",
+    "render_sanity",
+    "reset_sanity_failures",
+    "sanity_failures",
     "run_pipeline",
     "select_stages",
     "stage_by_name",

@@ -133,7 +133,8 @@ def _extract(ctx: PipelineContext, reason: str) -> None:
                    layers=_layers(ctx, "all", hf.model), batch_size=ctx.options.batch_size,
                    max_prompt_len=ctx.configs.models.generation.max_prompt_len,
                    overwrite=reason in ("outputs_changed", "params_changed"),
-                   model_info=hf.describe())
+                   model_info=hf.describe(),
+                   duplicate_sample=ctx.configs.metrics.sanity.duplicate_sample)
 
 
 def _jlens(ctx: PipelineContext, reason: str) -> None:

@@ -1,9 +1,13 @@
 """The few headline figures printed at the end of ``fks run`` and ``fks demo``.
 
 Read from ``RUN/metrics/bootstrap_intervals.json`` (point and 95 % interval, relation-clustered
-bootstrap) in the first coverage mode of ``metrics.yaml`` (``complete_family`` by default), all
-facts; a figure whose stage did not run is absent. Below the table, from
-``behavioral_model_summary.json``: the unscorable facts and the empty answers per family.
+bootstrap), all facts: the fact-level figures in the first coverage mode of ``metrics.yaml``
+(``complete_family`` by default, spec §1.3), the KTS figures in ``full_set``, where each pair is
+scored on its own shared facts ``D_t & D_t'`` (spec §8.2, §10.1, §17.3); a figure whose stage
+did not run is absent. Below the table, from ``behavioral_model_summary.json``: the unscorable
+facts and the empty answers per family; then one line of §18 sanity checks
+(:func:`render_sanity`) and, when a configured main family is absent from the run, a line
+naming it.
 """
 
 from __future__ import annotations
@@ -12,15 +16,58 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from fks.io import read_json
 from fks.log import console
 
-__all__ = ["HEADLINE", "headline_figures", "render_headline"]
+__all__ = ["HEADLINE", "headline_figures", "render_headline", "render_sanity",
+           "sanity_failures", "reset_sanity_failures"]
+
+#: one-line summaries of the failed sanity checks printed in this process (``--strict``)
+_HEARD: list[str] = []
+
+
+def reset_sanity_failures() -> None:
+    """Forget the failures heard so far (each command invocation starts afresh)."""
+    _HEARD.clear()
+
+
+def sanity_failures() -> list[str]:
+    """Return the one-line summaries of failed sanity checks printed since the last reset."""
+    return list(_HEARD)
+
+
+def render_sanity(run_dir: str | Path) -> dict[str, Any] | None:
+    """Print the one-line §18 sanity summary of a run; return ``sanity_checks.json``.
+
+    The line names every failed check with its two numbers (for example ``condition_label_
+    shuffle (ISS real 0.68 vs shuffled 0.60)``); a failure is also remembered for
+    ``--strict`` (:func:`sanity_failures`). Nothing is printed when the internal metrics
+    have not run.
+    """
+    from fks.metrics._sanity import sanity_line, summarize_checks
+
+    path = Path(run_dir) / "metrics" / "sanity_checks.json"
+    if not path.is_file():
+        return None
+    doc = read_json(path)
+    if not isinstance(doc, dict) or "checks" not in doc:
+        return None
+    line = f"{Path(run_dir).name}: {sanity_line(doc)}"
+    failed = summarize_checks(doc["checks"])["failed"]
+    console.print(f"[red]{escape(line)}[/red]" if failed else escape(line), highlight=False,
+                  soft_wrap=True)
+    if failed:
+        _HEARD.append(line)
+    return doc
 
 #: figure key in bootstrap_intervals.json -> display name
 HEADLINE: dict[str, str] = {"anchor_accuracy": "anchor accuracy", "bcs": "BCS", "bes": "BES",
                             "scr": "stable correct", "ur": "unstable", "iss": "ISS",
                             "kts_geo": "KTS-Geo", "kts_id": "KTS-ID", "kts": "KTS"}
+#: headline keys read from the pair-shared coverage mode (D_t & D_t')
+KTS_KEYS = ("kts_geo", "kts_id", "kts")
 
 
 def headline_figures(run_dir: str | Path) -> dict[str, Any]:
@@ -34,12 +81,35 @@ def headline_figures(run_dir: str | Path) -> dict[str, Any]:
     doc = read_json(path)
     modes = doc.get("coverage_modes") or {}
     mode = next(iter(modes), None)
+
+    def metrics_of(m: str | None) -> dict[str, Any]:
+        return ((modes.get(m) or {}).get("subsets", {}).get("all", {}) or {}).get(
+            "metrics") or {} if m else {}
+
     block = (modes.get(mode) or {}).get("subsets", {}).get("all", {}) if mode else {}
-    metrics = block.get("metrics") or {}
-    figures = {key: {k: metrics[key].get(k) for k in ("point", "low", "high")}
-               for key in HEADLINE if key in metrics}
-    return {"mode": mode, "n_facts": block.get("n_facts"), "n_relations":
-            block.get("n_relations"), "figures": figures}
+    kts_mode = "full_set" if "full_set" in modes else mode
+    figures = {}
+    for key in HEADLINE:
+        src = metrics_of(kts_mode if key in KTS_KEYS else mode)
+        if key in src:
+            figures[key] = {k: src[key].get(k) for k in ("point", "low", "high")}
+    return {"mode": mode, "kts_mode": kts_mode, "n_facts": block.get("n_facts"),
+            "n_relations": block.get("n_relations"), "figures": figures}
+
+
+def families_absent(run_dir: str | Path) -> list[str]:
+    """Return the configured main families absent from the run (internal or behavioural)."""
+    out: list[str] = []
+    metrics = Path(run_dir) / "metrics"
+    iss = metrics / "iss_model_summary.json"
+    if iss.is_file():
+        out += list((read_json(iss) or {}).get("families_absent") or [])
+    beh = metrics / "behavioral_model_summary.json"
+    if beh.is_file():
+        for r in ((read_json(beh) or {}).get("readings") or {}).values():
+            seen = set(r.get("families_observed") or [])
+            out += [f for f in r.get("families_configured") or [] if f not in seen]
+    return list(dict.fromkeys(out))
 
 
 def _fmt(x: float | None) -> str:
@@ -48,7 +118,7 @@ def _fmt(x: float | None) -> str:
 
 def render_headline(run_dir: str | Path, *, title: str | None = None,
                     keys: Sequence[str] | None = None) -> dict[str, Any]:
-    """Print the headline figures as a table on the fks console; returns them.
+    """Print the headline figures as a table, then the sanity line; returns the figures.
 
     Args:
         run_dir: the run directory.
@@ -61,9 +131,13 @@ def render_headline(run_dir: str | Path, *, title: str | None = None,
     if not head["figures"]:
         console.print(f"{Path(run_dir).name}: no bootstrap intervals (the bootstrap stage has "
                       "not run)", highlight=False)
+        _render_absent(run_dir)
+        render_sanity(run_dir)
         return head
     table = Table(title=title or f"{Path(run_dir).name}: {head['mode'] or 'no bootstrap'}"
-                  f" ({head['n_facts']} facts, {head['n_relations']} relations)")
+                  f" ({head['n_facts']} facts, {head['n_relations']} relations)",
+                  caption=f"KTS: each pair on its shared facts ({head['kts_mode']})"
+                  if any(k in head["figures"] for k in KTS_KEYS) else None)
     table.add_column("figure")
     table.add_column("point", justify="right")
     table.add_column("95 % CI", justify="right")
@@ -76,6 +150,8 @@ def render_headline(run_dir: str | Path, *, title: str | None = None,
     line = behavior_line(run_dir)
     if line:
         console.print(line, highlight=False)
+    _render_absent(run_dir)
+    render_sanity(run_dir)
     return head
 
 
@@ -94,3 +170,11 @@ def behavior_line(run_dir: str | Path) -> str | None:
         head = (f"behaviour: {block['n_unscorable']} of {block['n_facts']} facts unscorable "
                 "(too few scorable answers); ")
     return head + answer_coverage_line(doc)
+
+
+def _render_absent(run_dir: str | Path) -> None:
+    absent = families_absent(run_dir)
+    if absent:
+        console.print(f"{Path(run_dir).name}: configured main families absent from the run: "
+                      f"{', '.join(absent)} (complete-family sets use the families present)",
+                      highlight=False, soft_wrap=True)

@@ -55,9 +55,12 @@ def run_cmd(
         help="OpenAI-compatible server (--backend openai).")] = None,
     api_key_env: Annotated[str, typer.Option(
         help="Environment variable holding the API key (openai).")] = "OPENAI_API_KEY",
+    strict: Annotated[bool, typer.Option(
+        help="Exit with code 3 when a spec §18 sanity check fails (outputs still written).")
+    ] = False,
 ) -> None:
     """Run every stage for one model into RUNS/<NAME>/ (skips stages that are up to date)."""
-    from fks.cli import get_configs
+    from fks.cli import get_configs, set_strict
     from fks.generate.backends import BACKENDS
     from fks.pipeline import (
         PipelineContext,
@@ -67,6 +70,7 @@ def run_cmd(
         select_stages,
     )
 
+    set_strict(strict)
     configs = get_configs()
     entry = configs.models.find(model)
     model_path = model_path or (entry.path if entry else None)

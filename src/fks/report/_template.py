@@ -27,6 +27,8 @@ td.text, th.text { text-align: left; }
           display: inline-block; }
 .pass { color: #fff; background: #2e7d32; padding: 1px 6px; border-radius: 3px; }
 .fail { color: #fff; background: #c62828; padding: 1px 6px; border-radius: 3px; }
+.alert { color: #fff; background: #c62828; padding: .5em .9em; margin: .4em 0;
+         border-radius: 3px; }
 .na { color: #fff; background: #757575; padding: 1px 6px; border-radius: 3px; }
 img { max-width: 100%; height: auto; margin: .5em 0; }
 .answer { font-family: ui-monospace, Menlo, Consolas, monospace; white-space: pre-wrap;
@@ -39,6 +41,8 @@ nav ul { columns: 2; }
 <p class="note">Generated {{ generated_at }} by fks {{ version }}. Intervals: 95 % relation-clustered
 percentile bootstrap (spec §14.1; {{ n_resamples }} replicates, seed {{ seed }}). All model text below
 is shown escaped.</p>
+{% for a in alerts %}<p class="alert">{{ a }}</p>
+{% endfor %}
 
 <nav><ul>
 {% if runs|length > 1 %}<li><a href="#leaderboard">Leaderboard and paired differences</a></li>{% endif %}

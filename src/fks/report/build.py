@@ -78,6 +78,17 @@ def _scalar(v: Any) -> str | None:
     return None
 
 
+def _flatten(out: list[tuple[str, str]], prefix: str, v: Any, depth: int) -> None:
+    """Append ``(dotted.key, display)`` of scalars, nested blocks down to two levels."""
+    if isinstance(v, dict):
+        if depth < 2:  # 18.5's window.raw.iss, window.transported.kts
+            for k2, v2 in v.items():
+                if k2 != "per_layer":
+                    _flatten(out, f"{prefix}.{k2}", v2, depth + 1)
+    elif (s := _scalar(v)) is not None:
+        out.append((prefix, s))
+
+
 def sanity_context(sanity: dict[str, Any] | None) -> dict[str, Any] | None:
     """Flatten ``sanity_checks.json`` for the panel: status, criteria and numbers per check."""
     if not sanity or not isinstance(sanity.get("checks"), dict):
@@ -86,15 +97,10 @@ def sanity_context(sanity: dict[str, Any] | None) -> dict[str, Any] | None:
     for name, c in sanity["checks"].items():
         if not isinstance(c, dict):
             continue
-        numbers = []
+        numbers: list[tuple[str, str]] = []
         for k, v in c.items():
-            if k in ("status", "criteria"):
-                continue
-            if isinstance(v, dict):
-                numbers += [(f"{k}.{k2}", s) for k2, v2 in v.items()
-                            if (s := _scalar(v2)) is not None]
-            elif (s := _scalar(v)) is not None:
-                numbers.append((k, s))
+            if k not in ("status", "criteria", "headline"):
+                _flatten(numbers, k, v, 0)
         crit = c.get("criteria") if isinstance(c.get("criteria"), dict) else {}
         checks.append({"name": name, "status": str(c.get("status", "unknown")),
                        "criteria": [(k, "n/a" if v is None else str(v)) for k, v in crit.items()],
@@ -106,6 +112,36 @@ def sanity_context(sanity: dict[str, Any] | None) -> dict[str, Any] | None:
                if summary.get("failed") else ""))
     return {"layer": sanity.get("layer"), "selection": sanity.get("selection"),
             "summary": text, "checks": checks}
+
+
+def _alerts(runs: Sequence[ReportRun]) -> list[str]:
+    """List what the report must say first: failed §18 checks, absent main families."""
+    from fks.metrics._sanity import sanity_line, summarize_checks
+
+    out = []
+    for r in runs:
+        san = r.data.sanity
+        if isinstance(san, dict) and isinstance(san.get("checks"), dict) \
+                and summarize_checks(san["checks"])["failed"]:
+            out.append(f"{r.label}: {sanity_line(san)}")
+        absent = families_absent(r.data)
+        if absent:
+            out.append(f"{r.label}: configured main families absent from the run: "
+                       f"{', '.join(absent)} (complete-family sets use the families present)")
+    return out
+
+
+def families_absent(run: RunData) -> list[str]:
+    """Return the configured main families without any record in the run."""
+    absent: list[str] = []
+    iss = run.iss_summary or {}
+    absent += list(iss.get("families_absent") or [])
+    beh = run.behavior_summary or {}
+    for reading in (beh.get("readings") or {}).values():
+        conf = reading.get("families_configured") or []
+        seen = set(reading.get("families_observed") or [])
+        absent += [f for f in conf if f not in seen]
+    return list(dict.fromkeys(absent))
 
 
 def _calibration_context(cal: dict[str, Any] | None, model: str) -> list[dict[str, Any]]:
@@ -362,6 +398,7 @@ def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str
         "behavior_plot": (plots.behavior_bars(s) if (s := _behavior_shares(runs)) else None),
         "iss_plot": plots.iss_by_layer(s) if (s := _iss_series(runs)) else None,
         "runs": [_run_context(r, families) for r in runs],
+        "alerts": _alerts(runs),
     }
     if len(runs) > 1:
         boards = [leaderboard_table([(r.data, r.stats) for r in runs], mode)

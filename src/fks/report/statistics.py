@@ -143,6 +143,9 @@ def _kts_block(run: RunData, ids: np.ndarray, rel: np.ndarray, draws: Any, key: 
                    for name in res.per_relation_geo}
     return ests, {"layers": list(res.layers), "pairs": res.pairs,
                   "shared_facts": dict(zip(res.pairs, res.shared_facts.tolist(), strict=True)),
+                  "n_relations_geo_constant": dict(zip(
+                      res.pairs, np.asarray(res.n_relations_geo_constant).tolist(),
+                      strict=True)),
                   "per_relation": per_rel}, res.fact_identity
 
 

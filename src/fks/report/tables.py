@@ -66,6 +66,7 @@ __all__ = [
     "main_table",
     "real_copy_table",
     "per_relation_table",
+    "readings_table",
     "behavior_group_table",
     "behavior_breakdown_table",
     "answer_coverage_table",
@@ -359,8 +360,11 @@ def kts_pair_table(run: RunData, stats: RunStatistics) -> Table:
                 rec = stats.metric(mode, "all", f"{m}[{pair}]")
                 _put(row, m, rec if rec is not None else _kts_fallback(run, mode, m, pair))
             rows.append(row)
+    label_note = ("full_set: each pair on its shared facts D_t ∩ D_t' (the headline, spec "
+                  "§8.2); complete_family: every pair on D∩, the facts with every main family.")
     return Table("kts_pairs", "KTS by condition pair (§13.3)", cols, rows, ci=ci,
-                 note=note if rows else "KTS not available (internal metrics not run)")
+                 note=(f"{label_note} {note}".strip() if rows
+                       else "KTS not available (internal metrics not run)"))
 
 
 def _fact_kts(stats: RunStatistics, mode: str, ids: np.ndarray) -> np.ndarray:
@@ -454,10 +458,45 @@ def joint_correlations(run: RunData, stats: RunStatistics) -> Table:
                  "a constant series): empty.")
 
 
+def readings_table(run: RunData) -> Table:
+    """Both readings of README caveat 4 (with and without ``anchor``), points per coverage.
+
+    BCS/BES from ``behavioral_model_summary.json`` (fixed denominator, all facts); ISS and
+    KTS from ``kts_model_summary.json`` (``tables.by_reading``). The configured reading (the
+    one every other table uses) is marked ``default``.
+    """
+    cols = ["reading", "default", "families", "coverage_mode", "n_facts", "bcs", "bes", "iss",
+            "kts_geo", "kts_id", "kts"]
+    internal = {r["reading"]: r for r in
+                ((run.kts_summary or {}).get("tables") or {}).get("by_reading") or []}
+    beh = (run.behavior_summary or {}).get("readings") or {}
+    primary = (run.behavior_summary or {}).get("primary_reading") or next(
+        (r for r, v in internal.items() if v.get("default")), None)
+    rows = []
+    for reading in dict.fromkeys([*internal, *beh]):
+        fams = internal.get(reading, {}).get("families") or \
+            beh.get(reading, {}).get("families_configured") or []
+        for mode in ("complete_family", "full_set"):
+            b = ((beh.get(reading) or {}).get(mode) or {}).get("fixed", {}).get("all") or {}
+            i = (internal.get(reading) or {}).get(mode) or {}
+            if not b and not i:
+                continue
+            rows.append({"reading": reading, "default": "yes" if reading == primary else "",
+                         "families": " ".join(fams), "coverage_mode": mode,
+                         "n_facts": b.get("n_facts", i.get("n_facts")), "bcs": b.get("bcs"),
+                         "bes": b.get("bes"), "iss": i.get("iss"), "kts_geo": i.get("kts_geo"),
+                         "kts_id": i.get("kts_id"), "kts": i.get("kts")})
+    return Table("readings", "Both readings: with and without anchor (README caveat 4)", cols,
+                 rows, note="Points (no intervals); the other tables use the default reading "
+                 "(metrics.yaml: main_families). KTS: full_set scores each pair on D_t ∩ D_t', "
+                 "complete_family on D∩.")
+
+
 def run_tables(run: RunData, stats: RunStatistics, settings: Settings, *, tau_b: float
                ) -> list[Table]:
     """Every table of one run, in report order."""
-    return [main_table(run, stats), real_copy_table(run, stats), per_relation_table(run, stats),
+    return [main_table(run, stats), readings_table(run), real_copy_table(run, stats),
+            per_relation_table(run, stats),
             behavior_group_table(run, stats, settings), behavior_breakdown_table(run, stats),
             answer_coverage_table(run), kts_pair_table(run, stats),
             joint_quadrants(run, stats, tau_b=tau_b), joint_correlations(run, stats)]
