@@ -1,9 +1,14 @@
 """Aggregation (spec §2, §3): case score, within-bucket percentiles, bandwidths, bucket reports.
 
-* **Case score** ``Score_case = sum_i w_i D_i / sum_i w_i`` over the dimensions that were
-  computed, with the bucket's weights (§2). A dimension that was not computed (D9 across one
-  bucket, D11 outside B1-B3, a dimension not annotated) has ``w_i = 0`` and leaves the
-  denominator, as §2 states for D9/D11.
+* **Case score** ``Score_case = sum_i w_i D_i / sum_i w_i`` with the bucket's weights (§2).
+  The denominator is fixed (:func:`case_aggregate`, ``aggregate_denominator: fixed``): §2 lets
+  only D9 and D11 leave it, when their gates are not met (D9 across fewer than 2 buckets, D11
+  outside B1-B3). Any other weighted dimension that could not be computed (gold not annotated,
+  an undefined component, the D7 pool refused) keeps its weight, scores 0, and is marked
+  ``required_not_computed`` in its flags and components (``state``, ``reasons``) -- a visible
+  state, never a silent drop. A §3.1 must-evaluate dimension (``required_dimensions``, e.g. B6:
+  D9) stays in the denominator even when its gate is not met. ``aggregate_denominator:
+  computed`` restores the older reading (every uncomputed dimension leaves the denominator).
 * **Percentile** within a bucket (§3.2): ``|{c in bucket : Score_c <= Score_case}| / |bucket|``,
   for every dimension and for the case score; never across buckets.
 * **Bandwidth** (§3.2, §4.2): when a bucket has fewer than 30 scores, the percentile's
@@ -31,7 +36,10 @@ from fks.evalharness.schema import BucketReport, CaseScore
 from fks.metrics.bootstrap import bootstrap_bandwidth
 
 __all__ = [
+    "REQUIRED_NOT_COMPUTED",
+    "GATE_FLAGS",
     "aggregate_score",
+    "case_aggregate",
     "ecdf_percentile",
     "percentile_bandwidth",
     "bucket_percentiles",
@@ -57,6 +65,55 @@ def aggregate_score(
     if total <= 0:
         return None
     return sum(weights[d] * v for d, v in used.items()) / total
+
+
+#: Flag (and ``components["state"]``) of a dimension that stays in Σw but was not computed.
+REQUIRED_NOT_COMPUTED = "required_not_computed"
+#: §2 gates: the only reasons a weighted dimension may leave the denominator.
+GATE_FLAGS: dict[str, str] = {"D9": "d9_single_bucket_skipped", "D11": "d11_bucket_not_evaluated"}
+
+
+def case_aggregate(
+    values: Mapping[str, float | None],
+    flags: Mapping[str, Sequence[str]],
+    weights: Mapping[str, float],
+    *,
+    required: frozenset[str] = frozenset(),
+    mode: str = "fixed",
+) -> tuple[float | None, dict[str, str]]:
+    """§2 case score with a fixed denominator; returns ``(score, state per dimension)``.
+
+    States: ``"scored"``, ``"gated_out"`` (D9/D11 gate not met, not a §3.1 must-evaluate
+    dimension of the bucket: ``w = 0``), ``"required_not_computed"`` (kept in the denominator,
+    counts 0), ``"unweighted"`` (``w = 0`` in this bucket). With ``mode="computed"`` every
+    uncomputed dimension is ``"dropped"`` instead (the older reading). ``score`` is ``None``
+    when no dimension was computed at all.
+
+    >>> s, st = case_aggregate({"D1": 1.0, "D2": None}, {"D2": ["d2_not_annotated"]},
+    ...                        {"D1": 0.1, "D2": 0.1})
+    >>> round(s, 6), st["D2"]
+    (0.5, 'required_not_computed')
+    """
+    states: dict[str, str] = {}
+    num = den = 0.0
+    for dim, v in values.items():
+        w = weights.get(dim, 0.0)
+        if w <= 0:
+            states[dim] = "unweighted"
+        elif v is not None:
+            states[dim] = "scored"
+            num += w * v
+            den += w
+        elif mode == "computed":
+            states[dim] = "dropped"
+        elif GATE_FLAGS.get(dim) in flags.get(dim, ()) and dim not in required:
+            states[dim] = "gated_out"
+        else:
+            states[dim] = REQUIRED_NOT_COMPUTED
+            den += w
+    if den <= 0 or not any(s == "scored" for s in states.values()):
+        return None, states
+    return num / den, states
 
 
 def ecdf_percentile(scores: Sequence[float], value: float) -> float:

@@ -149,6 +149,8 @@ class HarnessConfig(_Strict):
     weights: dict[DimensionKey, float]
     bucket_weight_overrides: dict[BucketKey, dict[DimensionKey, float]] = {}
     renormalize_retired_weights: bool = False
+    aggregate_denominator: Literal["fixed", "computed"] = "fixed"
+    required_dimensions: dict[BucketKey, list[DimensionKey]] = {}
     buckets: dict[BucketKey, BucketSpec]
     cross_bucket_exclude: list[BucketKey] = []
     min_cases_per_bucket: int = Field(20, ge=1)
@@ -179,6 +181,10 @@ class HarnessConfig(_Strict):
         table = dict(self.weights)
         table.update(self.bucket_weight_overrides.get(bucket, {}))  # type: ignore[call-overload]
         return table
+
+    def required_for(self, bucket: str) -> frozenset[str]:
+        """§3.1 must-evaluate dimensions of ``bucket`` (``required_dimensions``)."""
+        return frozenset(self.required_dimensions.get(bucket, []))  # type: ignore[call-overload]
 
     def bucket_levels(self, bucket: str, axis: str) -> set[str]:
         """MCA positions of ``bucket`` on ``axis`` (see :meth:`BucketSpec.levels`)."""

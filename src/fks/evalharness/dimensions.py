@@ -178,21 +178,29 @@ class BatchContext:
 
 
 def composite(
-    dimension_id: str, components: Mapping[str, Any], *, renormalize_retired: bool = False
+    dimension_id: str,
+    components: Mapping[str, Any],
+    *,
+    renormalize_retired: bool = False,
+    not_graded: Sequence[str] = (),
 ) -> tuple[float | None, list[str]]:
     """``sum_k w_k c_k`` over the dimension's formula components (:data:`COMPOSITE_WEIGHTS`).
 
     With ``renormalize_retired`` the sum is divided by the weight left after the retired terms
-    (D6, D11: 0.9). Returns ``(value, undefined_components)``; ``value`` is ``None`` when any
-    component is ``None``.
+    (D6, D11: 0.9). ``not_graded`` names components the gold left unannotated on purpose (an
+    optional gold field, e.g. D9's ``spread_direction``): they leave the composite and the other
+    weights are rescaled to their original total. Returns ``(value, undefined_components)``;
+    ``value`` is ``None`` when any other component is ``None``.
     """
-    weights = COMPOSITE_WEIGHTS[dimension_id]
+    full = COMPOSITE_WEIGHTS[dimension_id]
+    weights = {k: w for k, w in full.items() if k not in not_graded}
     missing = [k for k in weights if components.get(k) is None]
-    if missing:
+    if missing or not weights:
         return None, missing
     value = sum(w * float(components[k]) for k, w in weights.items())
+    value *= sum(full.values()) / sum(weights.values())
     if renormalize_retired and dimension_id in RETIRED_WEIGHTS:
-        value /= sum(weights.values())
+        value /= sum(full.values())
     return value, []
 
 
@@ -203,8 +211,13 @@ def _finish(
     cfg: HarnessConfig,
     *,
     penalty: float = 0.0,
+    not_graded: Sequence[str] = (),
 ) -> DimensionResult:
-    value, missing = composite(dim, components, renormalize_retired=cfg.renormalize_retired_weights)
+    value, missing = composite(
+        dim, components, renormalize_retired=cfg.renormalize_retired_weights, not_graded=not_graded
+    )
+    if not_graded:
+        components["not_graded"] = list(not_graded)
     if dim in RETIRED_WEIGHTS:
         components.update(dict.fromkeys(RETIRED_WEIGHTS[dim]))
         flags.append(FLAG_C_KELLY_RETIRED)
@@ -731,7 +744,11 @@ def d9_cross_market(
     * ``F1_diff``: F1 of the stated differences.
     * ``Acc_mca``: accuracy over the six MCA axes of "the compared buckets differ on this axis"
       (the truth is derived from the bucket axes in ``harness.yaml``).
-    * ``Acc_spread`` = 1 when the spread direction matches.
+    * ``Acc_spread`` = 1 when the spread direction matches. ``spread_direction`` is optional in
+      the gold: when a genuine cross-bucket case omits it, D9 is still scored over the other
+      three components, rescaled to the full weight (``0.85 -> 1``), and flagged
+      ``d9_spread_not_annotated`` (decision: an optional gold field the annotator left out is
+      not graded, rather than voiding the whole dimension).
     """
     g = gold.harness.cross_market
     buckets = sorted({gold.bucket_label, *(g.compared_buckets if g else [])})
@@ -761,6 +778,8 @@ def d9_cross_market(
         "compared_buckets": buckets,
         "differing_axes": sorted(differing),
     }
+    if g.spread_direction is None:
+        return _finish("D9", comps, ["d9_spread_not_annotated"], cfg, not_graded=["acc_spread"])
     return _finish("D9", comps, [], cfg)
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ from fks.evalharness.config import BUCKET_LABELS, IAA_TASKS, HarnessConfig
 from fks.evalharness.degradation import degradation_flags
 from fks.evalharness.dimensions import (
     DIMENSIONS,
+    FLAG_C_KELLY_RETIRED,
     FLAG_D7_POOL,
     FLAG_D10_SAMPLE,
     BatchContext,
@@ -154,15 +155,39 @@ def score_case(
 ) -> tuple[dict[str, DimensionResult], float]:
     """Compute the eleven dimension results of one case and its §2 case score.
 
+    The §3.1 must-evaluate dimensions of the bucket that were not computed get
+    ``dN_required_missing``; a dimension kept in the fixed denominator without a score gets
+    ``required_not_computed`` plus ``components["state"]`` / ``["reasons"]``
+    (:func:`~fks.evalharness.aggregate.case_aggregate`).
+
     Raises:
         CaseNotScorable: no dimension with a positive weight was computed.
     """
     results = {dim: fn(pred, gold, cfg, ctx) for dim, fn in DIMENSIONS.items()}
-    score = aggregate.aggregate_score(
-        {d: r.value for d, r in results.items()}, cfg.weights_for(gold.bucket_label)
+    required = cfg.required_for(gold.bucket_label)
+    for dim in required:
+        r = results[dim]
+        flag = f"{dim.lower()}_required_missing"
+        if r.value is None and flag not in r.flags:
+            results[dim] = replace(r, flags=(*r.flags, flag))
+    score, states = aggregate.case_aggregate(
+        {d: r.value for d, r in results.items()},
+        {d: r.flags for d, r in results.items()},
+        cfg.weights_for(gold.bucket_label),
+        required=required,
+        mode=cfg.aggregate_denominator,
     )
     if score is None:
         raise CaseNotScorable(gold.case_id, sorted({f for r in results.values() for f in r.flags}))
+    for dim, state in states.items():
+        r = results[dim]
+        if state == aggregate.REQUIRED_NOT_COMPUTED:
+            reasons = [f for f in r.flags if f != FLAG_C_KELLY_RETIRED]
+            results[dim] = replace(
+                r,
+                components={**r.components, "state": state, "reasons": reasons},
+                flags=(*r.flags, aggregate.REQUIRED_NOT_COMPUTED),
+            )
     return results, score
 
 
