@@ -131,3 +131,50 @@ def test_d9_without_spread_still_scores_a_wrong_link(cfg, ctx):
     p, g = records(case, gold)
     r = d9_cross_market(p, g, cfg, ctx)
     assert r.value == pytest.approx((0.3 * 0.0 + 0.3 * 1.0 + 0.25 * 1.0) / 0.85)
+
+
+# --------------------------------------------------------- point 2: D5 not-applicable half
+def _all_na_gold(gold: dict) -> dict:
+    gold["result"]["applicability_flags"] = {
+        "valuation": {"level": "not-applicable"},
+        "factor": {"level": "not-applicable"},
+        "derivatives": {"level": "not-applicable"},
+    }
+    return gold
+
+
+def test_d5_scores_a_truly_not_applicable_case(cfg, ctx):
+    from fks.evalharness.dimensions import d5_applicability
+
+    case = full_case("C1")
+    case["result"]["applicability_flags"] = {
+        "valuation": {"level": "not-applicable"},
+        "factor": {"level": "not-applicable"},
+        "derivatives": {"level": "not-applicable"},
+    }
+    r = d5_applicability(*records(case, _all_na_gold(full_gold("C1"))), cfg, ctx)
+    assert r.value == pytest.approx(1.0)
+    assert r.components["mape_basis"] == r.components["tau_basis"] == "not_applicable"
+
+
+def test_d5_false_applicable_on_a_not_applicable_case_costs(cfg, ctx):
+    from fks.evalharness.dimensions import d5_applicability
+
+    case = full_case("C1")  # claims valuation applicable with a fair PE, factor partial
+    r = d5_applicability(*records(case, _all_na_gold(full_gold("C1"))), cfg, ctx)
+    assert r.value is not None
+    assert r.components["mape_term"] == 0.0 and r.components["tau_factor"] == 0.0
+    # Acc_appl: 1 of 3 families right; Recall_PE: gold lists none, prediction lists one
+    assert r.value < 0.5
+
+
+def test_d5_fp_baseline_is_on_by_default(cfg, ctx):
+    """§7: labelling everything not-applicable costs by default, not only a flag."""
+    from fks.evalharness.dimensions import d5_applicability
+
+    case = full_case("C1")
+    for fam in ("valuation", "factor", "derivatives"):
+        case["result"]["applicability_flags"][fam] = {"level": "not-applicable"}
+    r = d5_applicability(*records(case, full_gold("C1")), cfg, ctx)
+    assert "d5_fp_above_bucket_baseline" in r.flags
+    assert r.components["penalty"] == pytest.approx(cfg.dimensions.d5_fp_penalty)

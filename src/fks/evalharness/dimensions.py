@@ -462,6 +462,17 @@ def _appl_pairs(
     return g_levels, p_levels
 
 
+def _na_term(pred: Any, gold: Any) -> tuple[float | None, str]:
+    """D5 numeric term of a gold family marked not-applicable (see :func:`d5_applicability`).
+
+    Returns ``(term, basis)``: basis ``"values"`` means the caller grades the numbers.
+    """
+    if gold is None or gold.level != "not-applicable" or gold.values:
+        return None, "values"
+    abstained = pred is None or (pred.level == "not-applicable" and not pred.values)
+    return float(abstained), "not_applicable"
+
+
 def d5_applicability(
     pred: CaseRecord, gold: GoldRecord, cfg: HarnessConfig, ctx: BatchContext
 ) -> DimensionResult:
@@ -476,7 +487,15 @@ def d5_applicability(
       always reported (§7).
     * ``Recall_PE``: recall of the gold PE items.
     * Gates: in a D3-axis bucket a derivatives level other than not-applicable costs 0.1; an FP
-      rate above the bucket's configured baseline costs 0.1.
+      rate above the bucket's baseline costs 0.1 (``d5_fp_rate_baseline``: v1 default 0.20 in
+      every bucket, so the §7 "FP > 桶基线扣分" defence is on by default).
+    * **Not-applicable half** (decision, issue 22): when the gold marks the valuation (or
+      factor) family ``not-applicable`` it has no numbers, so MAPE (or tau) is undefined. The
+      term then grades the abstention itself: 1 when the prediction also marks the family
+      not-applicable (or leaves it out) and reports no numbers, 0 when it claims the family
+      applies (a level other than not-applicable, or numbers). ``mape_basis`` / ``tau_basis``
+      say which reading was used (``"values"`` or ``"not_applicable"``). A gold family marked
+      applicable/partial without numbers is still an annotation gap (undefined component).
     """
     g = gold.result.applicability_flags
     if g is None:
@@ -485,16 +504,24 @@ def d5_applicability(
     p = pred.result.applicability_flags
     g_levels, p_levels = _appl_pairs(p, g)
     fp_rate = gaming.na_false_positive_rate(g_levels, p_levels)
-    comps: dict[str, Any] = {
-        "mape_term": mape_score(
+    mape_term, mape_basis = _na_term(p.valuation if p else None, g.valuation)
+    if mape_basis == "values":
+        mape_term = mape_score(
             p.valuation.values if p and p.valuation else {},
             g.valuation.values if g.valuation else {},
-        ),
-        "tau_factor": rescaled_rank_correlation(
+        )
+    tau_term, tau_basis = _na_term(p.factor if p else None, g.factor)
+    if tau_basis == "values":
+        tau_term = rescaled_rank_correlation(
             p.factor.values if p and p.factor else {},
             g.factor.values if g.factor else {},
             method="kendall",
-        ),
+        )
+    comps: dict[str, Any] = {
+        "mape_term": mape_term,
+        "tau_factor": tau_term,
+        "mape_basis": mape_basis,
+        "tau_basis": tau_basis,
         "acc_appl": macro_accuracy(
             g_levels, [a == b for a, b in zip(g_levels, p_levels, strict=True)]
         ),
