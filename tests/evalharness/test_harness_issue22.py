@@ -178,3 +178,84 @@ def test_d5_fp_baseline_is_on_by_default(cfg, ctx):
     r = d5_applicability(*records(case, full_gold("C1")), cfg, ctx)
     assert "d5_fp_above_bucket_baseline" in r.flags
     assert r.components["penalty"] == pytest.approx(cfg.dimensions.d5_fp_penalty)
+
+
+# ------------------------------------------------------------- point 3: a stable holdout
+def _cli(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["harness", "score", *args])
+    return exc.value.code, capsys.readouterr().err
+
+
+def _holdout_ids(out_dir) -> set[str]:
+    import json
+
+    rows = (out_dir / "case_scores.jsonl").read_text().splitlines()
+    return {json.loads(r)["case_id"] for r in rows}
+
+
+def test_quarterly_top_up_never_moves_a_pinned_case(tmp_path, capsys):
+    """40 B1 cases scored, then 20 added to the same gold file: no holdout case moves.
+
+    With ids ``q1-00..q1-59`` the pre-issue-22 reshuffle moved q1-02, q1-07, q1-09, q1-28 out
+    of holdout.
+    """
+    ids = [f"q1-{k:02d}" for k in range(60)]
+    gold_path = tmp_path / "gold.jsonl"
+    c_path = write_jsonl(tmp_path / "cases.jsonl", [full_case(c) for c in ids[:40]])
+    write_jsonl(gold_path, [full_gold(c) for c in ids[:40]])
+    code, err = _cli(["--cases", str(c_path), "--gold", str(gold_path), "--out",
+                      str(tmp_path / "q3"), "--split", "holdout"], capsys)
+    assert code == 0, err
+    first = _holdout_ids(tmp_path / "q3")
+    write_jsonl(gold_path, [full_gold(c) for c in ids])
+    write_jsonl(c_path, [full_case(c) for c in ids])
+    code, err = _cli(["--cases", str(c_path), "--gold", str(gold_path), "--out",
+                      str(tmp_path / "q4"), "--split", "holdout"], capsys)
+    assert code == 0, err
+    assert first <= _holdout_ids(tmp_path / "q4")
+    assert (tmp_path / "gold.splits.json").is_file()
+    import json
+
+    stored = json.loads((tmp_path / "gold.splits.json").read_text())
+    assert set(stored["assignments"]) == set(ids)
+
+
+def test_split_file_with_another_salt_is_exit_2(tmp_path, capsys):
+    import json
+
+    c_path = write_jsonl(tmp_path / "cases.jsonl", [full_case("C1")])
+    g_path = write_jsonl(tmp_path / "gold.jsonl", [full_gold("C1")])
+    s_path = tmp_path / "pinned.json"
+    s_path.write_text(json.dumps({"salt": "other", "assignments": {"C1": "test"}}))
+    code, err = _cli(["--cases", str(c_path), "--gold", str(g_path), "--out",
+                      str(tmp_path / "o"), "--split-file", str(s_path)], capsys)
+    assert code == 2 and "salt" in err
+
+
+def test_pinned_assignment_overrides_the_hash(tmp_path, capsys):
+    import json
+
+    c_path = write_jsonl(tmp_path / "cases.jsonl", [full_case("C1")])
+    g_path = write_jsonl(tmp_path / "gold.jsonl", [full_gold("C1")])
+    s_path = tmp_path / "pinned.json"
+    s_path.write_text(json.dumps({"salt": "finbayes-v1-2026", "assignments": {"C1": "test"}}))
+    assert assign_split("C1") != "test"
+    code, err = _cli(["--cases", str(c_path), "--gold", str(g_path), "--out",
+                      str(tmp_path / "o"), "--split-file", str(s_path), "--split", "test"],
+                     capsys)
+    assert code == 0, err
+
+
+def test_fourteen_anchors_are_placed_10_3_1_by_default(cfg):
+    anchors = [f"anchor-{k:02d}" for k in range(14)]  # plain hash: 11 dev / 2 test / 1 holdout
+    others = [f"case-{k:03d}" for k in range(200)]
+    golds = []
+    for k, cid in enumerate(anchors + others):
+        g = full_gold(cid, "B1" if k % 2 else "B6")
+        g["self_annotated_anchor"] = cid in anchors
+        golds.append(g)
+    cases = [full_case(c) for c in anchors + others]
+    for split, want in (("dev", 10), ("test", 3), ("holdout", 1)):
+        res = _score(cases, golds, cfg, split)
+        assert sum(cs.case_id in anchors for cs in res.case_scores) == want, split

@@ -81,7 +81,10 @@ class SplitSettings(_Strict):
     """§4.1 hash split."""
 
     salt: str = Field("finbayes-v1-2026", min_length=1)
-    force_anchor_placement: bool = False
+    #: ``"auto"`` (default): place the self-annotated anchors 10/3/1 when exactly
+    #: ``sum(anchor_counts)`` (14) of them are in the gold, else leave them to the hash (noted
+    #: in the details); ``true``: require them (exit 2 otherwise); ``false``: never.
+    force_anchor_placement: bool | Literal["auto"] = "auto"
     anchor_counts: dict[Literal["dev", "test", "holdout"], int] = {
         "dev": 10,
         "test": 3,

@@ -7,6 +7,9 @@ Inputs (see ``README.md`` in this package for an example):
 * ``--gold G``: JSONL, one :class:`~fks.evalharness.inputs.GoldRecord` per line, in annotation
   order; case ids unique. Every case id of the cases file must have a gold row.
 * ``--baseline REPORT`` (optional): a ``batch_report.json`` written by an earlier run.
+* ``--split-file S`` (default ``<gold stem>.splits.json`` beside the gold file): the pinned
+  dev/test/holdout assignments. Read when present; cases new to it are assigned (hash, bucket
+  rule, anchors) and appended after a successful run; listed cases never move.
 
 Outputs in ``--out DIR`` (each written atomically):
 
@@ -35,6 +38,7 @@ from fks.evalharness.inputs import CaseRecord, GoldRecord
 from fks.evalharness.report import render_html_page
 from fks.evalharness.schema import BatchReport
 from fks.evalharness.scoring import CaseNotScorable, EmptySplit, HarnessResult, score_batch
+from fks.evalharness.split import read_split_file, write_split_file
 from fks.io import (
     atomic_write_json,
     atomic_write_jsonl,
@@ -44,7 +48,14 @@ from fks.io import (
     read_json,
 )
 
-__all__ = ["OutputPaths", "load_cases", "load_gold", "load_baseline", "run_score"]
+__all__ = [
+    "OutputPaths",
+    "default_split_file",
+    "load_cases",
+    "load_gold",
+    "load_baseline",
+    "run_score",
+]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +105,12 @@ def load_baseline(path: str | Path) -> BatchReport:
         raise input_error(exc, path=path) from None
 
 
+def default_split_file(gold_path: str | Path) -> Path:
+    """``<gold dir>/<gold stem>.splits.json``: the pinned split assignments of a gold file."""
+    g = Path(gold_path)
+    return g.with_name(f"{g.stem}.splits.json")
+
+
 def run_score(
     cases_path: str | Path,
     gold_path: str | Path,
@@ -102,6 +119,7 @@ def run_score(
     baseline_path: str | Path | None = None,
     split: str = "test",
     config: HarnessConfig | None = None,
+    split_file: str | Path | None = None,
 ) -> tuple[HarnessResult, OutputPaths]:
     """Score ``cases_path`` against ``gold_path`` for ``split`` and write the four outputs.
 
@@ -121,7 +139,7 @@ def run_score(
             line=case_lines[cid],
             field="case_id",
         )
-    if cfg.split.force_anchor_placement:
+    if cfg.split.force_anchor_placement is True:
         anchors = [g.case_id for g in golds if g.self_annotated_anchor]
         want = sum(cfg.split.anchor_counts.values())
         if len(anchors) != want:
@@ -132,8 +150,12 @@ def run_score(
                 field="self_annotated_anchor",
             )
     baseline = load_baseline(baseline_path) if baseline_path is not None else None
+    split_path = Path(split_file) if split_file is not None else default_split_file(gold_path)
+    pinned = read_split_file(split_path, salt=cfg.split.salt) if split_path.exists() else {}
     try:
-        result = score_batch(cases, golds, cfg, split=split, baseline=baseline)
+        result = score_batch(
+            cases, golds, cfg, split=split, baseline=baseline, pinned_splits=pinned
+        )
     except CaseNotScorable as exc:
         raise FksInputError(
             str(exc), path=gold_path, line=gold_lines[exc.case_id], field="case_id"
@@ -147,6 +169,13 @@ def run_score(
         details=out / "harness_details.json",
         html=out / "harness_report.html",
     )
+    if result.details["split_new_cases"] or not split_path.exists():
+        write_split_file(
+            split_path, salt=cfg.split.salt, assignments={**pinned, **result.details["splits"]}
+        )
+        log.info(
+            "%d new case(s) pinned in %s", len(result.details["split_new_cases"]), split_path
+        )
     atomic_write_json(paths.batch_report, result.report.model_dump(mode="json"))
     atomic_write_jsonl(paths.case_scores, result.case_scores)
     atomic_write_json(paths.details, result.details)

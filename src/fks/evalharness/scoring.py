@@ -52,7 +52,7 @@ from fks.evalharness.schema import (
     DimensionScore,
     IAAReport,
 )
-from fks.evalharness.split import assign_splits
+from fks.evalharness.split import assign_splits, out_of_bounds
 from fks.log import track
 from fks.text import normalize
 
@@ -288,11 +288,26 @@ def _d5_bucket_summary(case_scores: Sequence[CaseScore]) -> dict[str, dict[str, 
     return out
 
 
-def _splits(golds: Sequence[GoldRecord], cfg: HarnessConfig) -> dict[str, str]:
-    """§4.1 split of every gold case (bucket-uniform holdout, optional anchor placement)."""
+def anchor_placement(golds: Sequence[GoldRecord], cfg: HarnessConfig) -> dict[str, Any]:
+    """Whether the 10/3/1 anchor placement applies (``split.force_anchor_placement``)."""
+    anchors = [g.case_id for g in golds if g.self_annotated_anchor]
+    want = sum(cfg.split.anchor_counts.values())
+    mode = cfg.split.force_anchor_placement
+    placed = mode is True or (mode == "auto" and len(anchors) == want)
+    out: dict[str, Any] = {"mode": mode, "anchors": len(anchors), "expected": want}
+    out["placed"] = placed
+    if not placed and anchors and mode == "auto":
+        out["reason"] = f"{len(anchors)} self-annotated anchors, not {want}: left to the hash"
+    return out
+
+
+def _splits(
+    golds: Sequence[GoldRecord], cfg: HarnessConfig, pinned: Mapping[str, str] | None
+) -> dict[str, str]:
+    """§4.1 split of every gold case: pinned cases kept, holdout rule, anchor placement."""
     anchors = (
         [g.case_id for g in golds if g.self_annotated_anchor]
-        if cfg.split.force_anchor_placement
+        if anchor_placement(golds, cfg)["placed"]
         else None
     )
     return assign_splits(
@@ -300,6 +315,7 @@ def _splits(golds: Sequence[GoldRecord], cfg: HarnessConfig) -> dict[str, str]:
         salt=cfg.split.salt,
         anchors=anchors,
         anchor_counts=cfg.split.anchor_counts,
+        pinned=pinned,
     )
 
 
@@ -368,6 +384,7 @@ def score_batch(
     *,
     split: str = "test",
     baseline: BatchReport | None = None,
+    pinned_splits: Mapping[str, str] | None = None,
 ) -> HarnessResult:
     """Score the cases of ``split`` and build the §8.2 :class:`BatchReport`.
 
@@ -377,12 +394,15 @@ def score_batch(
         cfg: the harness configuration.
         split: ``"dev"``, ``"test"`` or ``"holdout"``.
         baseline: last quarter's report, for §6 degradation flags.
+        pinned_splits: stored split assignments (never moved; see
+            :func:`~fks.evalharness.split.assign_splits`). ``details["splits"]`` holds the full
+            assignment to store back, ``details["split_new_cases"]`` the cases assigned now.
 
     Raises:
         EmptySplit: no gold case falls in ``split``.
         CaseNotScorable: a case's gold annotates no weighted dimension.
     """
-    splits = _splits(golds, cfg)
+    splits = _splits(golds, cfg, pinned_splits)
     selected = [g for g in golds if splits[g.case_id] == split]
     if not selected:
         raise EmptySplit(f"no gold case falls in split {split!r} ({len(golds)} cases in all)")
@@ -423,4 +443,10 @@ def score_batch(
         cfg=cfg,
     )
     details.update(missing_predictions=missing, annotation_low_tasks=low, iaa=summaries)
+    details.update(
+        splits=dict(splits),
+        split_new_cases=sorted(c for c in splits if c not in (pinned_splits or {})),
+        holdout_out_of_bounds=out_of_bounds({g.case_id: g.bucket_label for g in golds}, splits),
+        anchor_placement=anchor_placement(golds, cfg),
+    )
     return HarnessResult(report=report, case_scores=case_scores, details=details)
