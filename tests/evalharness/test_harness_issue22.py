@@ -259,3 +259,28 @@ def test_fourteen_anchors_are_placed_10_3_1_by_default(cfg):
     for split, want in (("dev", 10), ("test", 3), ("holdout", 1)):
         res = _score(cases, golds, cfg, split)
         assert sum(cs.case_id in anchors for cs in res.case_scores) == want, split
+
+
+# ------------------------------------------------ point 7: gates count the bucket, not split
+def test_a_60_case_bucket_is_not_insufficient_in_its_test_split(cfg):
+    ids = [f"s{k:03d}" for k in range(60)]
+    res = _score([full_case(c) for c in ids], [full_gold(c) for c in ids], cfg, "test")
+    rep = res.report.bucket_reports["B1"]
+    assert rep.case_count < cfg.min_cases_per_bucket  # the test split alone holds < 20
+    assert rep.sample_quality_flag == "ok"
+    assert res.details["bucket_sizes"] == {"B1": 60}
+
+
+def test_d7_rho_and_d10_minimum_read_the_whole_bucket(cfg):
+    """Two test cases alone give no rho; the bucket's other predictions make it defined."""
+    ids = _ids_in("test", 2, "r") + _ids_in("dev", 8, "r")
+    cases, golds = [], []
+    for k, cid in enumerate(ids):
+        c, g = full_case(cid), full_gold(cid)
+        c["result"]["s1"]["coupling_strength"] = k / 10
+        g["result"]["s1"]["coupling_strength"] = k / 10 if k >= 2 else 0.5
+        cases.append(c)
+        golds.append(g)
+    res = _score(cases, golds, cfg, "test")
+    assert res.details["d7_coupling_rho"]["B1"] is not None
+    assert res.details["d10_sample"]["signal_counts"]["related_party"] == len(ids)

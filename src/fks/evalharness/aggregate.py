@@ -174,9 +174,19 @@ def sample_quality(
 
 
 def bucket_report(
-    bucket: str, cases: Sequence[CaseScore], cfg: HarnessConfig, *, annotation_low: bool = False
+    bucket: str,
+    cases: Sequence[CaseScore],
+    cfg: HarnessConfig,
+    *,
+    annotation_low: bool = False,
+    bucket_size: int | None = None,
 ) -> BucketReport:
-    """Build the §8.2 :class:`BucketReport` of one bucket's case scores."""
+    """Build the §8.2 :class:`BucketReport` of one bucket's case scores.
+
+    ``case_count`` is the number of scored cases; the §3.3 minimum (``insufficient`` below 20)
+    is checked on ``bucket_size``, the bucket's gold cases over all splits (default: the scored
+    count) -- §3.3 asks for >= 20 cases per bucket, not per split.
+    """
     if not cases:
         raise ValueError(f"bucket {bucket} has no case")
     scores = [c.aggregate_score for c in cases]
@@ -197,7 +207,10 @@ def bucket_report(
         percentile_bandwidth=percentile_bandwidth(scores, median, cfg.bootstrap),
         dimension_medians=dims,  # type: ignore[arg-type]
         sample_quality_flag=sample_quality(  # type: ignore[arg-type]
-            bucket, len(cases), cfg, annotation_low=annotation_low
+            bucket,
+            len(cases) if bucket_size is None else bucket_size,
+            cfg,
+            annotation_low=annotation_low,
         ),
     )
 

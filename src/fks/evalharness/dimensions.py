@@ -814,7 +814,8 @@ def d9_cross_market(
 def d10_sample_counts(golds: Sequence[GoldRecord], cfg: HarnessConfig) -> dict[str, Any]:
     """§1 D10 minimum sample: >= 10 cases per signal class, >= 5 post-fraud, >= 15 healthy.
 
-    Counts over the gold rows given (``score_batch`` passes the scored split) that annotate
+    Counts over the gold rows given (``score_batch`` passes every gold row: the §1 minimum is a
+    property of the evaluation pool, not of one split) that annotate
     ``risk_signals``: per configured signal class, the rows whose gold signals hold it; the
     ``post_fraud`` rows; the ``healthy_control`` rows. Thresholds come from ``harness.yaml``.
 

@@ -96,11 +96,14 @@ def batch_context(
     cfg: HarnessConfig,
     *,
     all_golds: Sequence[GoldRecord] | None = None,
+    bucket_pairs: Sequence[tuple[CaseRecord, GoldRecord]] | None = None,
 ) -> BatchContext:
     """D6 label weights, D7 coupling rho, base rates and pool admission, D10 sample check.
 
-    The D7 pool admission reads ``all_golds`` (every gold row; default: the pairs' golds) with
-    the ``D7_external`` IAA threshold; the D10 minimum sample counts the pairs (the scored cases).
+    The §1 sample-size gates count the bucket, not the scored split (issue 22): the D7 pool
+    admission and the D10 minimum sample read ``all_golds`` (every gold row; default: the
+    pairs' golds), and the D7 coupling rho of a bucket is taken over ``bucket_pairs`` (every
+    gold case of the bucket that has a prediction, whatever its split; default: the pairs).
     """
     d = cfg.dimensions
     if d.d6_label_weights:
@@ -114,7 +117,7 @@ def batch_context(
         weights = frequency_tier_weights(counts, tiers=d.d6_tier_weights) if counts else {}
     rho: dict[str, float | None] = {}
     by_bucket: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
-    for p, g in pairs:
+    for p, g in bucket_pairs if bucket_pairs is not None else pairs:
         if g.result.s1 is None or g.result.s1.coupling_strength is None:
             continue
         pred_map, gold_map = by_bucket.setdefault(g.bucket_label, ({}, {}))
@@ -136,7 +139,7 @@ def batch_context(
         coupling_rho=rho,
         d7_exceeded_modes=exceeded,
         d7_pool=iaa.d7_pool_admission(pool_golds, cfg.iaa.thresholds["D7_external"]),
-        d10_sample=d10_sample_counts([g for _, g in pairs], cfg),
+        d10_sample=d10_sample_counts(pool_golds, cfg),
     )
 
 
@@ -412,18 +415,26 @@ def score_batch(
             "%d case(s) of split %s have no prediction; scored as empty", len(missing), split
         )
     pairs = [(cases.get(g.case_id) or CaseRecord(case_id=g.case_id), g) for g in selected]
-    ctx = batch_context(pairs, cfg, all_golds=golds)
+    ctx = batch_context(
+        pairs,
+        cfg,
+        all_golds=golds,
+        bucket_pairs=[(cases[g.case_id], g) for g in golds if g.case_id in cases],
+    )
     case_results = []
     for p, g in track(pairs, "scoring cases", total=len(pairs)):
         results, score = score_case(p, g, cfg, ctx)
         case_results.append((g, results, score))
     case_scores, case_pct = _with_percentiles(case_results, cfg, split)
     low = _annotation_low(golds, cfg)
+    bucket_sizes = Counter(g.bucket_label for g in golds)
     reports: dict[str, BucketReport] = {}
     for b in BUCKET_LABELS:
         members = [c for c in case_scores if c.bucket_label == b]
         if members:
-            reports[b] = aggregate.bucket_report(b, members, cfg, annotation_low=b in low)
+            reports[b] = aggregate.bucket_report(
+                b, members, cfg, annotation_low=b in low, bucket_size=bucket_sizes[b]
+            )
     iaa_reports, summaries = _iaa(golds, cfg)
     flags = degradation_flags(baseline, reports, case_scores, cfg.degradation) if baseline else []
     report = BatchReport(
@@ -443,6 +454,7 @@ def score_batch(
         cfg=cfg,
     )
     details.update(missing_predictions=missing, annotation_low_tasks=low, iaa=summaries)
+    details["bucket_sizes"] = dict(bucket_sizes)
     details.update(
         splits=dict(splits),
         split_new_cases=sorted(c for c in splits if c not in (pinned_splits or {})),
