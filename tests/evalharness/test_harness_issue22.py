@@ -284,3 +284,42 @@ def test_d7_rho_and_d10_minimum_read_the_whole_bucket(cfg):
     res = _score(cases, golds, cfg, "test")
     assert res.details["d7_coupling_rho"]["B1"] is not None
     assert res.details["d10_sample"]["signal_counts"]["related_party"] == len(ids)
+
+
+# --------------------------------------------------------- point 5: checked baselines
+def test_a_dev_baseline_against_a_test_run_is_exit_2(tmp_path, capsys):
+    ids = _ids_in("dev", 3, "d") + _ids_in("test", 3, "d")
+    c_path = write_jsonl(tmp_path / "cases.jsonl", [full_case(c) for c in ids])
+    g_path = write_jsonl(tmp_path / "gold.jsonl", [full_gold(c) for c in ids])
+    common = ["--cases", str(c_path), "--gold", str(g_path)]
+    code, err = _cli([*common, "--out", str(tmp_path / "q3dev"), "--split", "dev",
+                      "--period", "2026Q3"], capsys)
+    assert code == 0, err
+    code, err = _cli([*common, "--out", str(tmp_path / "q4"), "--split", "test",
+                      "--period", "2026Q4", "--baseline",
+                      str(tmp_path / "q3dev" / "batch_report.json")], capsys)
+    assert code == 2 and "split" in err
+
+
+def test_a_baseline_without_provenance_or_of_another_period_is_exit_2(tmp_path, capsys):
+    import shutil
+
+    ids = _ids_in("test", 3, "p")
+    c_path = write_jsonl(tmp_path / "cases.jsonl", [full_case(c) for c in ids])
+    g_path = write_jsonl(tmp_path / "gold.jsonl", [full_gold(c) for c in ids])
+    common = ["--cases", str(c_path), "--gold", str(g_path), "--split", "test"]
+    code, err = _cli([*common, "--out", str(tmp_path / "q2"), "--period", "2026Q2"], capsys)
+    assert code == 0, err
+    base = str(tmp_path / "q2" / "batch_report.json")
+    code, err = _cli([*common, "--out", str(tmp_path / "q4"), "--period", "2026Q4",
+                      "--baseline", base], capsys)
+    assert code == 2 and "2026Q3" in err  # Q2 is not the quarter before Q4
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(base, bare / "batch_report.json")
+    code, err = _cli([*common, "--out", str(tmp_path / "q3"), "--period", "2026Q3",
+                      "--baseline", str(bare / "batch_report.json")], capsys)
+    assert code == 2 and "provenance" in err
+    code, err = _cli([*common, "--out", str(tmp_path / "q3b"), "--period", "2026Q3",
+                      "--baseline", base], capsys)
+    assert code == 0, err

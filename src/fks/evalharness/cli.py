@@ -31,6 +31,13 @@ def score_cmd(
         Path | None,
         typer.Option(help="YAML deep-merged onto the packaged harness.yaml."),
     ] = None,
+    period: Annotated[
+        str | None,
+        typer.Option(
+            help="Period of this run: YYYYQn (quarterly, can serve as a later baseline) or "
+            "YYYY-MM (monthly). Required with --baseline."
+        ),
+    ] = None,
     split_file: Annotated[
         Path | None,
         typer.Option(
@@ -61,7 +68,14 @@ def score_cmd(
             }
         )
     result, paths = run_score(
-        cases, gold, out, baseline_path=baseline, split=split, config=cfg, split_file=split_file
+        cases,
+        gold,
+        out,
+        baseline_path=baseline,
+        split=split,
+        config=cfg,
+        split_file=split_file,
+        period=period,
     )
     log.info(
         "%d case(s), %d bucket(s), %d degradation flag(s); report: %s",

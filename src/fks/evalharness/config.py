@@ -111,8 +111,13 @@ class DegradationSettings(_Strict):
     """§6 degradation detection."""
 
     threshold: float = Field(0.15, gt=0.0)
+    phase: Literal["v1", "v2"] = "v1"
+    bucket_min_cases: int = Field(3, ge=1)
     mechanism_min_cases: int = Field(4, ge=1)
     mechanism_min_buckets: int = Field(2, ge=2)
+    mechanism_min_pending_buckets: int = Field(1, ge=0)
+    v2_mechanism_min_cases: int = Field(5, ge=1)
+    v2_mechanism_min_buckets: int = Field(3, ge=2)
 
 
 class DimensionSettings(_Strict):

@@ -34,7 +34,7 @@ import numpy as np
 from fks.evalharness import aggregate, gaming, iaa
 from fks.evalharness.components import frequency_tier_weights, norm_set, rank_correlation
 from fks.evalharness.config import BUCKET_LABELS, IAA_TASKS, HarnessConfig
-from fks.evalharness.degradation import degradation_flags
+from fks.evalharness.degradation import degradation_flags, degradation_review
 from fks.evalharness.dimensions import (
     DIMENSIONS,
     FLAG_C_KELLY_RETIRED,
@@ -455,6 +455,9 @@ def score_batch(
     )
     details.update(missing_predictions=missing, annotation_low_tasks=low, iaa=summaries)
     details["bucket_sizes"] = dict(bucket_sizes)
+    details["degradation_review"] = (
+        degradation_review(baseline, reports, case_scores, cfg.degradation) if baseline else []
+    )
     details.update(
         splits=dict(splits),
         split_new_cases=sorted(c for c in splits if c not in (pinned_splits or {})),
