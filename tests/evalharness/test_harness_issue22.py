@@ -323,3 +323,32 @@ def test_a_baseline_without_provenance_or_of_another_period_is_exit_2(tmp_path, 
     code, err = _cli([*common, "--out", str(tmp_path / "q3b"), "--period", "2026Q3",
                       "--baseline", base], capsys)
     assert code == 0, err
+
+
+# --------------------------------------- point 4: cross-bucket comparison carries information
+def test_cross_bucket_table_compares_anchor_normalised_scores(cfg):
+    """B1 answers well, B6 badly; both buckets' anchors (in dev) answer well.
+
+    Before issue 22 both rows showed the same percentile quartiles; now the anchor-normalised
+    medians tell the buckets apart, the anchors are counted over every split, and an anchor
+    whose reviewer kappa is below 0.7 is refused.
+    """
+    cases, golds = [], []
+    for b in ("B1", "B6"):
+        anchors = _ids_in("dev", 6, f"{b}a")
+        others = _ids_in("test", 5, f"{b}t") + _ids_in("dev", 19, f"{b}d")
+        for cid in anchors + others:
+            g = full_gold(cid, b)
+            g["bucket_anchor"] = cid in anchors
+            if cid == anchors[-1]:
+                g["iaa_kappa"] = 0.5  # refused
+            golds.append(g)
+            good = cid in anchors or b == "B1"
+            cases.append(full_case(cid) if good else {"case_id": cid})
+    res = _score(cases, golds, cfg, "test")
+    rows = {r["bucket_label"]: r for r in res.details["cross_bucket_table"]}
+    assert rows["B1"]["included"] and rows["B6"]["included"]
+    assert rows["B1"]["anchor_count"] == rows["B6"]["anchor_count"] == 5
+    assert rows["B1"]["normalised_median"] == pytest.approx(1.0)
+    assert rows["B6"]["normalised_median"] < 0.5
+    assert res.details["bucket_anchors_refused"]

@@ -16,7 +16,10 @@
   ``bandwidth = (CI_up - CI_low) / 2``, reported as ``bandwidth: +-X%``.
 * **Anchor normalisation** (§3.2): a bucket's full mark is the median case score of its
   expert-consensus anchors (>= 5 needed); the normalised score is ``score / anchor median``.
-  The §8.2 records have no field for it, so it is reported in the details file.
+  An anchor is admitted only when its gold ``iaa_kappa`` is >= ``bucket_anchor_min_kappa``
+  (0.7), and anchors are counted over the whole bucket (every split), not the scored split.
+  The §8.2 records have no field for it, so it is reported in the details file and is the
+  figure of the cross-bucket table (:func:`cross_bucket_table`).
 * **Bucket report**: case count, median case score, the bandwidth of the percentile at the
   median score (the widest point of an empirical CDF's uncertainty), dimension medians, and the
   sample-quality flag: ``annotation_low`` (an IAA task's kappa in the bucket is below its
@@ -216,17 +219,24 @@ def bucket_report(
 
 
 def cross_bucket_table(
-    reports: Mapping[str, BucketReport], case_percentiles: Mapping[str, Sequence[float]]
+    reports: Mapping[str, BucketReport], normalisation: Mapping[str, Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Rows of the cross-bucket percentile comparison: only buckets flagged ``ok``.
+    """Rows of the cross-bucket comparison: anchor-normalised medians of the ``ok`` buckets.
 
-    Each row gives the bucket, its case count and the quartiles of its cases' within-bucket
-    percentiles; buckets kept out are listed with the reason.
+    Within-bucket percentiles are uniform by construction (their quartiles depend only on the
+    bucket's size), so they carry no cross-bucket information. The §3.2 device that does is the
+    anchor normalisation: ``score / median(anchor scores)`` puts each bucket on its own
+    full-mark scale. Each row gives the bucket, whether it takes part (``ok`` buckets only) and
+    why not, its case count and median score, and -- from :func:`anchor_normalisation` -- its
+    admitted anchor count, anchor median and the median normalised score
+    (``normalised_median``; ``None`` with ``normalisation_reason`` when the bucket has fewer
+    than 5 admitted anchors).
     """
     rows = []
     for bucket, rep in reports.items():
-        pct = case_percentiles.get(bucket, [])
+        norm = normalisation.get(bucket, {})
         included = rep.sample_quality_flag == "ok"
+        values = list((norm.get("normalised") or {}).values())
         rows.append(
             {
                 "bucket_label": bucket,
@@ -234,27 +244,39 @@ def cross_bucket_table(
                 "reason": None if included else rep.sample_quality_flag,
                 "case_count": rep.case_count,
                 "median_score": rep.median_score,
-                "percentile_quartiles": (
-                    [float(q) for q in np.percentile(pct, [25, 50, 75])]
-                    if included and len(pct)
-                    else None
-                ),
+                "anchor_count": norm.get("anchor_count", 0),
+                "anchor_median": norm.get("anchor_median"),
+                "normalised_median": float(np.median(values)) if values and included else None,
+                "normalisation_reason": norm.get("reason"),
             }
         )
     return rows
 
 
 def anchor_normalisation(
-    cases: Sequence[CaseScore], anchors: set[str], *, min_anchors: int = 5
+    cases: Sequence[CaseScore],
+    anchors: set[str] | Mapping[str, float],
+    *,
+    min_anchors: int = 5,
 ) -> dict[str, Any]:
     """§3.2 in-bucket normalisation of one bucket's case scores by its anchors' median.
+
+    Args:
+        cases: the bucket's scored cases.
+        anchors: the admitted anchors -- ``{case_id: aggregate score}`` (``score_batch`` scores
+            every admitted anchor of the bucket, whatever its split), or a set of case ids
+            looked up among ``cases``.
+        min_anchors: §3.2 asks for >= 5 anchor cases per bucket.
 
     Returns:
         ``{"anchor_count", "anchor_median", "normalised"}``; ``anchor_median`` and
         ``normalised`` are ``None`` with a ``reason`` when fewer than ``min_anchors`` anchors
         (or a zero median) are available.
     """
-    scores = [c.aggregate_score for c in cases if c.case_id in anchors]
+    if isinstance(anchors, Mapping):
+        scores = list(anchors.values())
+    else:
+        scores = [c.aggregate_score for c in cases if c.case_id in anchors]
     out: dict[str, Any] = {"anchor_count": len(scores), "anchor_median": None, "normalised": None}
     if len(scores) < min_anchors:
         out["reason"] = f"fewer than {min_anchors} anchor cases"

@@ -164,6 +164,7 @@ class HarnessConfig(_Strict):
     min_cases_per_bucket: int = Field(20, ge=1)
     percentile_min_cases: int = Field(30, ge=1)
     bucket_anchor_min: int = Field(5, ge=1)
+    bucket_anchor_min_kappa: float = Field(0.70, ge=-1.0, le=1.0)
     bootstrap: BootstrapSettings = BootstrapSettings()
     split: SplitSettings = SplitSettings()
     iaa: IAASettings

@@ -270,6 +270,44 @@ def _with_percentiles(
     return out, case_pct
 
 
+def _bucket_anchors(
+    cases: Mapping[str, CaseRecord],
+    golds: Sequence[GoldRecord],
+    cfg: HarnessConfig,
+    ctx: BatchContext,
+    case_scores: Sequence[CaseScore],
+) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+    """§3.2 anchors per bucket, over every split: ``({bucket: {case_id: score}}, refused)``.
+
+    An anchor (gold ``bucket_anchor``) is admitted when its ``iaa_kappa`` is >=
+    ``bucket_anchor_min_kappa`` and it has a prediction; anchors outside the scored split are
+    scored with the same batch context (their scores only set the bucket's full mark).
+    ``refused`` maps the other anchors to the reason.
+    """
+    scored = {c.case_id: c.aggregate_score for c in case_scores}
+    out: dict[str, dict[str, float]] = {}
+    refused: dict[str, str] = {}
+    for g in golds:
+        if not g.bucket_anchor:
+            continue
+        if g.iaa_kappa is None or g.iaa_kappa < cfg.bucket_anchor_min_kappa:
+            refused[g.case_id] = f"iaa_kappa {g.iaa_kappa} < {cfg.bucket_anchor_min_kappa}"
+            continue
+        if g.case_id in scored:
+            score = scored[g.case_id]
+        elif g.case_id in cases:
+            try:
+                score = score_case(cases[g.case_id], g, cfg, ctx)[1]
+            except CaseNotScorable:
+                refused[g.case_id] = "no dimension computed"
+                continue
+        else:
+            refused[g.case_id] = "no prediction"
+            continue
+        out.setdefault(g.bucket_label, {})[g.case_id] = score
+    return out, refused
+
+
 def _d5_bucket_summary(case_scores: Sequence[CaseScore]) -> dict[str, dict[str, Any]]:
     """Sum the D5 confusion matrices and the not-applicable FP rate per bucket (§7)."""
     out: dict[str, dict[str, Any]] = {}
@@ -347,14 +385,18 @@ def _details(
     reports: Mapping[str, BucketReport],
     ctx: BatchContext,
     cfg: HarnessConfig,
+    anchor_scores: Mapping[str, Mapping[str, float]],
+    anchor_refused: Mapping[str, str],
 ) -> dict[str, Any]:
     """Diagnostics that the §8.2 records have no field for (``harness_details.json``)."""
     by_bucket: dict[str, list[CaseScore]] = {}
     for cs in case_scores:
         by_bucket.setdefault(cs.bucket_label, []).append(cs)
-    anchors = {g.case_id for g in selected if g.bucket_anchor}
-    percentiles = {
-        b: [case_pct[c.case_id]["percentile"] for c in members] for b, members in by_bucket.items()
+    normalisation = {
+        b: aggregate.anchor_normalisation(
+            members, anchor_scores.get(b, {}), min_anchors=cfg.bucket_anchor_min
+        )
+        for b, members in by_bucket.items()
     }
     return {
         "split_counts": dict(Counter(splits.values())),
@@ -364,11 +406,9 @@ def _details(
             if any(g.bucket_label == b for g in golds)
         },
         "case_percentiles": dict(case_pct),
-        "cross_bucket_table": aggregate.cross_bucket_table(reports, percentiles),
-        "bucket_normalisation": {
-            b: aggregate.anchor_normalisation(members, anchors, min_anchors=cfg.bucket_anchor_min)
-            for b, members in by_bucket.items()
-        },
+        "cross_bucket_table": aggregate.cross_bucket_table(reports, normalisation),
+        "bucket_normalisation": normalisation,
+        "bucket_anchors_refused": anchor_refused,
         "d5_by_bucket": _d5_bucket_summary(case_scores),
         "d6_label_weights": dict(ctx.label_weights),
         "d7_coupling_rho": dict(ctx.coupling_rho),
@@ -426,6 +466,7 @@ def score_batch(
         results, score = score_case(p, g, cfg, ctx)
         case_results.append((g, results, score))
     case_scores, case_pct = _with_percentiles(case_results, cfg, split)
+    anchor_scores, anchor_refused = _bucket_anchors(cases, golds, cfg, ctx, case_scores)
     low = _annotation_low(golds, cfg)
     bucket_sizes = Counter(g.bucket_label for g in golds)
     reports: dict[str, BucketReport] = {}
@@ -452,6 +493,8 @@ def score_batch(
         reports=reports,
         ctx=ctx,
         cfg=cfg,
+        anchor_scores=anchor_scores,
+        anchor_refused=anchor_refused,
     )
     details.update(missing_predictions=missing, annotation_low_tasks=low, iaa=summaries)
     details["bucket_sizes"] = dict(bucket_sizes)
