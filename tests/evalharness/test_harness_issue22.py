@@ -352,3 +352,54 @@ def test_cross_bucket_table_compares_anchor_normalised_scores(cfg):
     assert rows["B1"]["normalised_median"] == pytest.approx(1.0)
     assert rows["B6"]["normalised_median"] < 0.5
     assert res.details["bucket_anchors_refused"]
+
+
+# ------------------------------------------------------------- point 9: IAA mini-review
+def _ann_items(rows, task="B"):
+    from fks.evalharness.inputs import DoubleAnnotation
+
+    return [
+        (cid, DoubleAnnotation(task_id=task, item=item, label_a=a, label_b=b, label_c=c))
+        for cid, item, a, b, c in rows
+    ]
+
+
+def test_mini_review_reads_the_current_window_not_a_past_one(cfg):
+    from fks.evalharness.iaa import iaa_report, iaa_summary
+
+    rows = []
+    for k in range(20):
+        a = "x" if k % 2 else "y"
+        b = ("y" if a == "x" else "x") if k in (1, 4, 7) else a  # 3 disagreements, first 10
+        rows.append((f"c{k:02d}", "i", a, b, None))
+    its = _ann_items(rows)
+    rep = iaa_report("B", its, cfg.iaa)
+    assert rep.kappa_rolling_10 == pytest.approx(1.0) and rep.disagreement_rate == 0.0
+    assert rep.triggered_mini_review is False
+    assert iaa_summary("B", its, cfg.iaa)["past_windows_triggered"] is True
+
+
+def test_mini_review_counts_cases_not_items(cfg):
+    from fks.evalharness.iaa import iaa_summary
+
+    rows = [("c00", f"i{j}", "x", "y", None) for j in range(3)]  # one case, three items
+    rows += [(f"c{k:02d}", "i0", "x" if k % 2 else "y", "x" if k % 2 else "y", None)
+             for k in range(1, 10)]
+    s = iaa_summary("B", _ann_items(rows), cfg.iaa)
+    assert s["triggered_mini_review"] is False  # 1 disagreeing case of 10, not 3 items
+    assert s["disagreement_rate"] == pytest.approx(0.1)
+    assert s["n_cases"] == 10 and s["n_items"] == 12
+
+
+def test_contested_points_carry_escalation_and_the_objection_period(cfg):
+    from fks.evalharness.iaa import iaa_report
+
+    rows = [(f"c{k}", "i", "x" if k % 2 else "y", "y" if k % 2 else "x", None)
+            for k in range(3)]
+    rows += [(f"c{k}", "i", "x", "x", None) for k in range(3, 10)]
+    rep = iaa_report("B", _ann_items(rows), cfg.iaa)
+    assert rep.triggered_mini_review and len(rep.contested_points) == 3
+    for p in rep.contested_points:
+        assert p["status"] == "escalated"
+        assert p["escalated_to"] == "ecosystem_initiator"
+        assert p["objection_period_days"] == 14
