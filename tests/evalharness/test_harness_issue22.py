@@ -102,7 +102,11 @@ def test_computed_denominator_is_the_opt_in_older_reading(cfg):
     res = _score([full_case("C1")], [full_gold("C1")], old, assign_split("C1"))
     cs = res.case_scores[0]
     assert REQUIRED_NOT_COMPUTED not in cs.dimensions["D7"].gaming_flags
-    assert cs.aggregate_score > 0.97
+    w = cfg.weights_for("B1")
+    scored = {d: s.raw_score for d, s in cs.dimensions.items() if s.raw_score is not None}
+    assert "D7" not in scored
+    expected = sum(w[d] * v for d, v in scored.items()) / sum(w[d] for d in scored)
+    assert cs.aggregate_score == pytest.approx(expected)
 
 
 # --------------------------------------------------------------- point 6: D9 optional gold
@@ -403,3 +407,51 @@ def test_contested_points_carry_escalation_and_the_objection_period(cfg):
         assert p["status"] == "escalated"
         assert p["escalated_to"] == "ecosystem_initiator"
         assert p["objection_period_days"] == 14
+
+
+# ---------------------------------------------------------------- point 8: D6 anti-gaming
+def test_d6_gap_flag_reads_pooled_per_label_f1(cfg):
+    """Per case F1_l is 0/1; pooled over the batch a rare label missed everywhere shows."""
+    ids = _ids_in("test", 6, "g")
+    cases, golds = [], []
+    for k, cid in enumerate(ids):
+        c, g = full_case(cid), full_gold(cid)
+        # gold: "anchoring" everywhere, the rare "recency" in two cases the system never finds
+        g["harness"]["bias_labels"]["m7a"] = ["anchoring"] + (["recency"] if k < 2 else [])
+        c["harness"]["bias_labels"]["m7a"] = [{"label": "anchoring", "confidence": 0.9}]
+        cases.append(c)
+        golds.append(g)
+    res = _score(cases, golds, cfg, "test")
+    assert all("d6_weighted_macro_gap" in cs.dimensions["D6"].gaming_flags
+               for cs in res.case_scores)
+    batch = res.details["d6_batch"]
+    assert batch["f1m_m7a"] == pytest.approx(0.5)  # anchoring 1.0, recency 0.0
+    assert batch["gap_exceeded"] is True
+
+
+def test_d6_tiers_come_from_the_gold_pool_not_the_scored_split(cfg):
+    ids = _ids_in("test", 2, "t") + _ids_in("dev", 6, "t")
+    golds = []
+    for k, cid in enumerate(ids):
+        g = full_gold(cid)
+        g["harness"]["bias_labels"]["m7a"] = ["anchoring"] if k < 2 else ["recency"]
+        golds.append(g)
+    res = _score([full_case(c) for c in ids], golds, cfg, "test")
+    w = res.details["d6_label_weights"]
+    assert w["anchoring"] > w["recency"]  # anchoring is rare in the pool (2 of 8 rows)
+
+
+def test_d6_batch_ece_above_threshold_is_a_strong_constraint(cfg):
+    ids = _ids_in("test", 4, "e")
+    cases = []
+    for cid in ids:
+        c = full_case(cid)
+        c["harness"]["bias_labels"]["m7a"] = [{"label": "anchoring", "confidence": 0.99},
+                                              {"label": "recency", "confidence": 0.99}]
+        cases.append(c)
+    res = _score(cases, [full_gold(c) for c in ids], cfg, "test")
+    for cs in res.case_scores:
+        d6 = cs.dimensions["D6"]
+        assert d6.components["ece_term"] == 0.0
+        assert d6.components["penalty"] == pytest.approx(cfg.dimensions.d6_ece_penalty)
+    assert res.details["d6_batch"]["ece"] > cfg.dimensions.d6_ece_threshold

@@ -137,6 +137,7 @@ class DimensionSettings(_Strict):
     d6_ece_bins: int = Field(10, ge=1)
     d6_ece_scale: float = Field(0.5, gt=0.0)
     d6_ece_threshold: float = Field(0.15, ge=0.0, le=1.0)
+    d6_ece_penalty: float = Field(0.10, ge=0.0, le=1.0)
     d6_weight_gap_threshold: float = Field(0.15, ge=0.0)
     d6_tier_weights: tuple[float, float, float] = (2.0, 1.0, 0.5)
     d6_label_weights: dict[str, float] = {}

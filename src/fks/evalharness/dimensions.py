@@ -94,6 +94,7 @@ __all__ = [
     "d7_s1_coupling",
     "d8_history",
     "d9_cross_market",
+    "d6_batch_figures",
     "d10_sample_counts",
     "d10_data_reliability",
     "d11_risk_budget",
@@ -168,6 +169,9 @@ class BatchContext:
             ``None`` = not checked (a hand-built context; ``score_batch`` always checks).
         d10_sample: the D10 minimum-sample check of :func:`d10_sample_counts`; ``None`` = not
             checked.
+        d6_batch: the batch figures of the §7 D6 defences (:func:`d6_batch_figures`): pooled
+            per-label F1^w / F1^m per family and their gap, and the batch ECE; ``None`` = a
+            hand-built context (D6 then falls back on the case's own figures).
     """
 
     label_weights: Mapping[str, float] = field(default_factory=dict)
@@ -175,6 +179,56 @@ class BatchContext:
     d7_exceeded_modes: frozenset[str] = frozenset()
     d7_pool: Mapping[str, Any] | None = None
     d10_sample: Mapping[str, Any] | None = None
+    d6_batch: Mapping[str, Any] | None = None
+
+
+def d6_batch_figures(
+    pairs: Sequence[tuple[CaseRecord, GoldRecord]],
+    weights: Mapping[str, float],
+    cfg: HarnessConfig,
+) -> dict[str, Any]:
+    """§7 D6 defences over a batch: pooled per-label F1 and the batch ECE.
+
+    Within one case a label's F1 is 0 or 1, so ``|F1^w - F1^m|`` and ECE over one to three
+    confidences say little. Here each label's F1 = ``2 TP / (2 TP + FP + FN)`` is pooled over
+    the batch's cases (per family M7a / M7b), giving ``F1^w`` (frequency weights) and ``F1^m``;
+    ``gap_exceeded`` when either family's gap exceeds ``d6_weight_gap_threshold``. The ECE is
+    over every predicted label with a confidence in the batch (``correct`` = label in gold).
+    """
+    d = cfg.dimensions
+    conf: list[float] = []
+    hit: list[bool] = []
+    out: dict[str, Any] = {}
+    counts: dict[str, dict[str, list[int]]] = {"m7a": {}, "m7b": {}}
+    for p, g in pairs:
+        gb = g.harness.bias_labels
+        if gb is None:
+            continue
+        pb = p.harness.bias_labels
+        for fam in ("m7a", "m7b"):
+            labels = getattr(pb, fam) if pb else []
+            gold_set = norm_set(getattr(gb, fam))
+            pred_set = norm_set(b.label for b in labels)
+            for b in labels:
+                if b.confidence is not None:
+                    conf.append(b.confidence)
+                    hit.append(normalize(b.label) in gold_set)
+            for lab in pred_set | gold_set:
+                tp_fp_fn = counts[fam].setdefault(lab, [0, 0, 0])
+                tp_fp_fn[
+                    0 if lab in pred_set and lab in gold_set else 1 if lab in pred_set else 2
+                ] += 1
+    gap = False
+    for fam, table in counts.items():
+        f1s = {lab: 2 * tp / (2 * tp + fp + fn) for lab, (tp, fp, fn) in table.items()}
+        f1w, f1m = weighted_and_macro_f1(f1s, weights)
+        out[f"f1w_{fam}"], out[f"f1m_{fam}"] = f1w, f1m
+        gap = gap or gaming.weighted_macro_gap(f1w, f1m, threshold=d.d6_weight_gap_threshold)
+    out["gap_exceeded"] = gap
+    out["ece"] = expected_calibration_error(conf, hit, d.d6_ece_bins) if conf else None
+    out["ece_n"] = len(conf)
+    out["ece_exceeded"] = gaming.ece_above_threshold(out["ece"], threshold=d.d6_ece_threshold)
+    return out
 
 
 def composite(
@@ -612,6 +666,11 @@ def d6_bias_uncertainty(
       whose distance lies in the experts' common interval; it is undefined unless >= 2 expert
       intervals overlap with IoU >= 0.8.
     * Flags: ``|F1^w - F1^m| > 0.15`` (either family) and ``ECE > 0.15``.
+    * **Batch defences** (§7, issue 22; when ``ctx.d6_batch`` is set, as ``score_batch`` always
+      does): the gap flag reads the batch's pooled per-label F1 (:func:`d6_batch_figures`);
+      the ECE term uses the batch ECE, and ``ECE_batch > 0.15`` is a strong constraint: every
+      case reporting confidences gets ``ece_term = 0``, a ``d6_ece_penalty`` (0.1) deduction
+      and the flag. ``components["ece"]`` stays the case's own ECE (``CaseScore.ece``).
     """
     g_bias, g_post = gold.harness.bias_labels, gold.result.posterior
     if g_bias is None or g_post is None:
@@ -631,7 +690,12 @@ def d6_bias_uncertainty(
     ece = expected_calibration_error(conf, hit, d.d6_ece_bins) if conf else None
     if ece is None:
         flags.append("d6_no_confidence")
-    ece_term = 0.0 if ece is None else 1.0 - min(ece / d.d6_ece_scale, 1.0)
+    batch = ctx.d6_batch
+    ece_used = batch["ece"] if batch is not None and ece is not None else ece
+    ece_term = 0.0 if ece_used is None else 1.0 - min(ece_used / d.d6_ece_scale, 1.0)
+    penalty = 0.0
+    if batch is not None and ece is not None and batch["ece_exceeded"]:
+        ece_term, penalty = 0.0, d.d6_ece_penalty  # §7 strong constraint, batch-level
     intervals = g_post.expert_intervals
     qualified = (
         len(intervals) >= d.d6_interval_min_experts
@@ -645,11 +709,15 @@ def d6_bias_uncertainty(
         else None
     )
     gap = d.d6_weight_gap_threshold
-    if gaming.weighted_macro_gap(f1w_a, f1m_a, threshold=gap) or gaming.weighted_macro_gap(
-        f1w_b, f1m_b, threshold=gap
-    ):
+    if batch is not None:
+        gap_hit = bool(batch["gap_exceeded"])
+    else:
+        gap_hit = gaming.weighted_macro_gap(
+            f1w_a, f1m_a, threshold=gap
+        ) or gaming.weighted_macro_gap(f1w_b, f1m_b, threshold=gap)
+    if gap_hit:
         flags.append(gaming.FLAG_D6_GAP)
-    if gaming.ece_above_threshold(ece, threshold=d.d6_ece_threshold):
+    if ece is not None and gaming.ece_above_threshold(ece_used, threshold=d.d6_ece_threshold):
         flags.append(gaming.FLAG_D6_ECE)
     comps = {
         "f1w_m7a": f1w_a,
@@ -659,11 +727,12 @@ def d6_bias_uncertainty(
         "ece_term": ece_term,
         "acc_bimodal": acc_bimodal,
         "ece": ece,
+        "ece_batch": batch["ece"] if batch is not None else None,
         "ece_bins": d.d6_ece_bins,
         "ece_n": len(conf),
         "interval_iou": interval_iou(intervals),
     }
-    return _finish("D6", comps, flags, cfg)
+    return _finish("D6", comps, flags, cfg, penalty=penalty)
 
 
 # ------------------------------------------------------------------------------------ D7

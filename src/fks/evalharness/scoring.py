@@ -42,6 +42,7 @@ from fks.evalharness.dimensions import (
     FLAG_D10_SAMPLE,
     BatchContext,
     DimensionResult,
+    d6_batch_figures,
     d10_sample_counts,
 )
 from fks.evalharness.inputs import CaseRecord, DoubleAnnotation, GoldRecord
@@ -109,8 +110,10 @@ def batch_context(
     if d.d6_label_weights:
         weights = {normalize(k): v for k, v in d.d6_label_weights.items()}
     else:
+        # issue 22: tiers from the whole gold pool, not the scored split, so every split of a
+        # quarter shares one table (the quarterly table of d6_label_weights replaces it)
         counts: Counter[str] = Counter()
-        for _, g in pairs:
+        for g in all_golds if all_golds is not None else [g for _, g in pairs]:
             if g.harness.bias_labels is not None:
                 counts.update(norm_set(g.harness.bias_labels.m7a))
                 counts.update(norm_set(g.harness.bias_labels.m7b))
@@ -140,6 +143,7 @@ def batch_context(
         d7_exceeded_modes=exceeded,
         d7_pool=iaa.d7_pool_admission(pool_golds, cfg.iaa.thresholds["D7_external"]),
         d10_sample=d10_sample_counts(pool_golds, cfg),
+        d6_batch=d6_batch_figures(pairs, weights, cfg),
     )
 
 
@@ -411,6 +415,8 @@ def _details(
         "bucket_anchors_refused": anchor_refused,
         "d5_by_bucket": _d5_bucket_summary(case_scores),
         "d6_label_weights": dict(ctx.label_weights),
+        "d6_label_weights_source": "config" if cfg.dimensions.d6_label_weights else "gold_pool",
+        "d6_batch": dict(ctx.d6_batch or {}),
         "d7_coupling_rho": dict(ctx.coupling_rho),
         "d7_exceeded_modes": sorted(ctx.d7_exceeded_modes),
         "d7_pool": dict(ctx.d7_pool or {}),
