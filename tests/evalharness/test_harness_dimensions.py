@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from harness_examples import full_case, full_gold, records
+from harness_examples import EXTERNAL_SOURCE, full_case, full_gold, records
 
 from fks.evalharness.dimensions import (
     DIMENSIONS,
@@ -337,7 +337,8 @@ def test_d7_hand_example(cfg):
     p = case({"s1": {"s1_mode": ["a-far-extrapolation", "b-source-missing"],
                      "backtrigger": ["M5"]}})
     g = gold(result={"s1": {"s1_mode": ["a-far-extrapolation", "c-narrative-data-detachment"],
-                            "backtrigger": ["M5", "M6"], "external_sources": ["Marks"]}})
+                            "backtrigger": ["M5", "M6"], "external_sources": [
+                                {**EXTERNAL_SOURCE, "name": "Marks"}]}})
     r = d7_s1_coupling(p, g, cfg, BatchContext(coupling_rho={"B1": 0.6}))
     assert r.value == pytest.approx(0.52)
     # a negative rank correlation scores 0 (components live in [0, 1]): 0.52 - 0.12

@@ -455,3 +455,71 @@ def test_d6_batch_ece_above_threshold_is_a_strong_constraint(cfg):
         assert d6.components["ece_term"] == 0.0
         assert d6.components["penalty"] == pytest.approx(cfg.dimensions.d6_ece_penalty)
     assert res.details["d6_batch"]["ece"] > cfg.dimensions.d6_ece_threshold
+
+
+# --------------------------------------------------------------- point 10: missing pieces
+def test_mca_bucket_model_of_8_1(cfg):
+    from fks.evalharness.schema import MCABucket
+
+    m = MCABucket(axis_1="L1", axis_2="D1", axis_3="F1", axis_4="N1", axis_5="C1", axis_6="I1",
+                  bucket_label="B1", worst_axis="axis_3", tag_version="v1")
+    assert m.bucket_label == "B1"
+    with pytest.raises(ValueError):
+        MCABucket(bucket_label="B1", tag_version="v1", self_reported=True)
+    gold = full_gold("C1")
+    gold["mca_bucket"] = {"bucket_label": "B2", "tag_version": "v1"}
+    with pytest.raises(ValueError, match="differs"):
+        GoldRecord.model_validate(gold)
+
+
+def test_external_source_placeholder_string_is_exit_2(tmp_path, capsys):
+    gold = full_gold("C1")
+    gold["result"]["s1"]["external_sources"] = ["Damodaran"]
+    c_path = write_jsonl(tmp_path / "cases.jsonl", [full_case("C1")])
+    g_path = write_jsonl(tmp_path / "gold.jsonl", [gold])
+    code, err = _cli(["--cases", str(c_path), "--gold", str(g_path), "--out",
+                      str(tmp_path / "o"), "--split", assign_split("C1")], capsys)
+    assert code == 2 and "external_sources" in err and "placeholder" in err
+    src = {"name": "Marks", "url": "https://www.oaktreecapital.com/insights/memo",
+           "retrieved_at": "2026-01-05T00:00:00Z", "key_fields": {"cycle": "late"}}
+    for missing in ("url", "retrieved_at", "key_fields"):
+        bad = {k: v for k, v in src.items() if k != missing}
+        gold["result"]["s1"]["external_sources"] = [bad]
+        with pytest.raises(ValueError, match=missing):
+            GoldRecord.model_validate(gold)
+
+
+def test_d3_grades_mandatory_clocks_and_a_30_percent_sample(cfg, ctx):
+    import hashlib
+
+    from fks.evalharness.dimensions import d3_phase_clocks
+
+    def h(*parts: str) -> int:
+        return int(hashlib.sha256("|".join(parts).encode()).hexdigest(), 16)
+
+    extra = [f"M3.x{k}" for k in range(20)]
+    sampled = {c for c in extra if h("C1", c, "d3-iaa") % 100 < 30}
+    assert sampled and len(sampled) < len(extra)
+    case, gold = full_case("C1"), full_gold("C1")
+    gold["result"]["phase_evidence"]["clocks"].update(dict.fromkeys(extra, "late"))
+    # right on the mandatory and the sampled clocks, wrong on every other one
+    case["result"]["phase_evidence"]["clocks"].update(
+        {c: "late" if c in sampled else "early" for c in extra})
+    r = d3_phase_clocks(*records(case, gold), cfg, ctx)
+    assert r.components["acc_clock"] == pytest.approx(1.0)
+    assert set(r.components["clocks_sampled"]) == sampled
+    assert {"M3.t1", "M3.t2", "M3.t5"} <= set(r.components["clocks_graded"])
+
+
+def test_d8_sample_types_are_reported_apart(cfg):
+    ids = _ids_in("test", 4, "h")
+    golds = []
+    for k, cid in enumerate(ids):
+        g = full_gold(cid)
+        if k % 2:
+            g["harness"]["history_comparison"]["comparison_type"] = "cross_bucket_same_period"
+        golds.append(g)
+    res = _score([full_case(c) for c in ids], golds, cfg, "test")
+    by_type = res.details["d8_by_type"]
+    assert set(by_type) == {"cross_period_same_bucket", "cross_bucket_same_period"}
+    assert by_type["cross_bucket_same_period"]["n"] == 2

@@ -130,6 +130,7 @@ class DimensionSettings(_Strict):
     d2_n1_uncertainty_penalty: float = Field(0.10, ge=0.0, le=1.0)
     d3_mae_max_quarters: float = Field(8.0, gt=0.0)
     d3_required_clocks: list[str] = []
+    d3_sample_percent: int = Field(30, ge=0, le=100)
     d4_subiso_exact_max_nodes: int = Field(200, ge=1)
     d5_derivatives_gate_penalty: float = Field(0.10, ge=0.0, le=1.0)
     d5_fp_rate_baseline: dict[BucketKey, float] = {}

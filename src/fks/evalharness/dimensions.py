@@ -71,6 +71,7 @@ from fks.evalharness.inputs import (
     PhaseEvidence,
 )
 from fks.evalharness.schema import D9_SKIPPED_FLAG, D11_BUCKETS, DimensionScore
+from fks.evalharness.split import split_hash
 from fks.text import normalize
 
 __all__ = [
@@ -432,13 +433,27 @@ def d3_phase_clocks(
     * ``Recall_contradict`` = gold contradictions found / gold contradictions.
     * v1 grades M3.t1, M3.t2 and M3.t5 in every case: a gold row lacking one of them is flagged
       ``d3_required_clock_missing:<clock>`` (the score still uses the clocks annotated).
+    * The other clocks are graded on a 30 % sample (§1 D3 "其余抽样 30% IAA"; decision: the
+      sample is deterministic, ``SHA-256(case_id|clock|d3-iaa) mod 100 < 30``, so reruns and
+      the IAA double annotation see the same clocks). ``clocks_graded`` / ``clocks_sampled``
+      list them; an unsampled clock counts neither way.
     """
     g = gold.result.phase_evidence
     if g is None:
         return _not_annotated("D3")
     p = pred.result.phase_evidence or PhaseEvidence()
+    required = set(cfg.dimensions.d3_required_clocks)
+    sampled = sorted(
+        c
+        for c in g.clocks
+        if c not in required
+        and split_hash(gold.case_id, c, "d3-iaa") % 100 < cfg.dimensions.d3_sample_percent
+    )
+    graded = {c: lab for c, lab in g.clocks.items() if c in required or c in sampled}
     comps = {
-        "acc_clock": _label_accuracy(p.clocks, g.clocks),
+        "acc_clock": _label_accuracy({c: p.clocks[c] for c in graded if c in p.clocks}, graded),
+        "clocks_graded": sorted(graded),
+        "clocks_sampled": sampled,
         "mae_term": mae_score(_cells(p), _cells(g), max_error=cfg.dimensions.d3_mae_max_quarters),
         "recall_contradict": set_recall(norm_set(p.contradictions), norm_set(g.contradictions)),
         "n_gold_clocks": len(g.clocks),
@@ -769,7 +784,7 @@ def d7_s1_coupling(
         "rho_coupling": _clipped_rho(ctx.coupling_rho.get(gold.bucket_label)),
         "hit_backtrig": set_recall(set(p.backtrigger if p else []), set(g.backtrigger)),
         "rho_coupling_raw": ctx.coupling_rho.get(gold.bucket_label),
-        "external_sources": list(g.external_sources),
+        "external_sources": [s.name for s in g.external_sources],
     }
     return _finish("D7", comps, flags, cfg)
 

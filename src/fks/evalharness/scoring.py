@@ -312,6 +312,33 @@ def _bucket_anchors(
     return out, refused
 
 
+def _d8_by_type(case_scores: Sequence[CaseScore]) -> dict[str, dict[str, Any]]:
+    """§1 D8: the two sample types (cross-period same-bucket, cross-bucket same-period) apart.
+
+    ``{comparison_type: {"n", "median", "by_bucket": {bucket: {"n", "median"}}}}`` over the
+    computed D8 scores.
+    """
+    groups: dict[str, dict[str, list[float]]] = {}
+    for cs in case_scores:
+        d8 = cs.dimensions.get("D8")
+        if d8 is None or d8.raw_score is None:
+            continue
+        kind = str(d8.components.get("comparison_type"))
+        groups.setdefault(kind, {}).setdefault(cs.bucket_label, []).append(d8.raw_score)
+    out = {}
+    for kind, by_bucket in sorted(groups.items()):
+        values = [v for vs in by_bucket.values() for v in vs]
+        out[kind] = {
+            "n": len(values),
+            "median": float(np.median(values)),
+            "by_bucket": {
+                b: {"n": len(vs), "median": float(np.median(vs))}
+                for b, vs in sorted(by_bucket.items())
+            },
+        }
+    return out
+
+
 def _d5_bucket_summary(case_scores: Sequence[CaseScore]) -> dict[str, dict[str, Any]]:
     """Sum the D5 confusion matrices and the not-applicable FP rate per bucket (§7)."""
     out: dict[str, dict[str, Any]] = {}
@@ -414,6 +441,7 @@ def _details(
         "bucket_normalisation": normalisation,
         "bucket_anchors_refused": anchor_refused,
         "d5_by_bucket": _d5_bucket_summary(case_scores),
+        "d8_by_type": _d8_by_type(case_scores),
         "d6_label_weights": dict(ctx.label_weights),
         "d6_label_weights_source": "config" if cfg.dimensions.d6_label_weights else "gold_pool",
         "d6_batch": dict(ctx.d6_batch or {}),
