@@ -52,6 +52,8 @@ def test_threshold_and_the_single_case_class():
     assert cell["delta_ratio"] == pytest.approx(0.16)
     # one failing case: §6 "sample extension", which §8.2's severity cannot hold -> no flag
     assert cell["severity"] == "single_case"
+    assert cell["sign_off"] == {"by": "ecosystem_initiator", "objection_period_days": 14,
+                                "automatic_rollback": False}
     assert degradation_flags(BASE, current, cases("B1", "D2", [0.3, 0.9]), SETTINGS) == []
     # improvements and a zero baseline (D3) never signal
     assert not degradation_review(BASE, {"B1": rep("B1", {"D1": 0.9, "D3": 0.0})}, [], SETTINGS)

@@ -166,6 +166,12 @@ def degradation_review(
             "mechanism_level": "Phase 5 §3.2 mechanism-level review",
         }[best]
         cell["phase"] = phase
+        # §6: rollback is signed off by the ecosystem initiator after a 14-day objection period
+        cell["sign_off"] = {
+            "by": "ecosystem_initiator",
+            "objection_period_days": 14,
+            "automatic_rollback": False,
+        }
     return found
 
 
