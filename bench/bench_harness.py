@@ -87,7 +87,14 @@ def _rows(rng: random.Random, k: int) -> tuple[dict, dict]:
             "s1": {
                 "s1_mode": [rng.choice(["a-far-extrapolation", "positive-coupling"])],
                 "coupling_strength": strength + rng.gauss(0, 0.2),
-                "external_sources": ["Damodaran"],
+                "external_sources": [
+                    {
+                        "name": "Damodaran",
+                        "url": "https://pages.stern.nyu.edu/~adamodar/",
+                        "retrieved_at": "2026-01-05T00:00:00Z",
+                        "key_fields": {"implied_erp": "4.6%"},
+                    }
+                ],
             },
         },
     }

@@ -18,6 +18,14 @@ CHAIN = [
     {"id": "n3", "label": "reflexive reinforcement"},
 ]
 
+#: A verifiable D7 external source (§7: URL + timestamp + extracted key fields).
+EXTERNAL_SOURCE = {
+    "name": "Damodaran",
+    "url": "https://pages.stern.nyu.edu/~adamodar/",
+    "retrieved_at": "2026-01-05T00:00:00Z",
+    "key_fields": {"implied_erp": "4.6%"},
+}
+
 _CASE = {
     "case_id": "C1",
     "result": {
@@ -159,7 +167,7 @@ _GOLD = {
             "s1_mode": ["a-far-extrapolation"],
             "coupling_strength": 0.7,
             "backtrigger": ["M5"],
-            "external_sources": ["Damodaran"],
+            "external_sources": [EXTERNAL_SOURCE],
         },
     },
     "harness": {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from fks.evalharness import aggregate
@@ -66,15 +67,21 @@ def test_bucket_report_and_quality_flag(cfg):
 
 
 def test_cross_bucket_table_keeps_only_ok_buckets(cfg):
+    b1 = [_case(f"a{k}", "B1", 0.4 + 0.01 * k) for k in range(20)]
     reports = {
-        "B1": aggregate.bucket_report("B1", [_case(f"a{k}", "B1", 0.5) for k in range(20)], cfg),
+        "B1": aggregate.bucket_report("B1", b1, cfg),
         "B7": aggregate.bucket_report("B7", [_case("b", "B7", 0.5)], cfg),
     }
-    rows = aggregate.cross_bucket_table(reports, {"B1": [0.25, 0.5, 1.0], "B7": [1.0]})
+    anchors = {f"x{k}": 0.5 for k in range(5)}
+    norm = {"B1": aggregate.anchor_normalisation(b1, anchors),
+            "B7": aggregate.anchor_normalisation([_case("b", "B7", 0.5)], {})}
+    rows = aggregate.cross_bucket_table(reports, norm)
     by = {r["bucket_label"]: r for r in rows}
-    assert by["B1"]["included"] and by["B1"]["percentile_quartiles"] is not None
+    assert by["B1"]["included"] and by["B1"]["anchor_count"] == 5
+    assert by["B1"]["normalised_median"] == pytest.approx(float(np.median(
+        [c.aggregate_score for c in b1])) / 0.5)
     assert not by["B7"]["included"] and by["B7"]["reason"] == "insufficient"
-    assert by["B7"]["percentile_quartiles"] is None
+    assert by["B7"]["normalised_median"] is None and by["B7"]["normalisation_reason"]
 
 
 def test_anchor_normalisation():

@@ -54,7 +54,7 @@ def test_score_writes_report_and_html(tmp_path, capsys):
     out = tmp_path / "out"
     with pytest.raises(SystemExit) as exc:
         main(["harness", "score", "--cases", str(c_path), "--gold", str(g_path),
-              "--out", str(out), "--split", split])
+              "--out", str(out), "--split", split, "--period", "2026Q3"])
     assert exc.value.code == 0, capsys.readouterr().err
     report = BatchReport.model_validate_json((out / "batch_report.json").read_text())
     assert report.split == split
@@ -80,7 +80,7 @@ def test_score_writes_report_and_html(tmp_path, capsys):
     c2 = write_jsonl(tmp_path / "cases2.jsonl", worse)
     with pytest.raises(SystemExit) as exc:
         main(["harness", "score", "--cases", str(c2), "--gold", str(g_path),
-              "--out", str(tmp_path / "out2"), "--split", split,
+              "--out", str(tmp_path / "out2"), "--split", split, "--period", "2026Q4",
               "--baseline", str(out / "batch_report.json")])
     assert exc.value.code == 0
     again = BatchReport.model_validate_json((tmp_path / "out2" / "batch_report.json").read_text())

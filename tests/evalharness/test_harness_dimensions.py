@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from harness_examples import full_case, full_gold, records
+from harness_examples import EXTERNAL_SOURCE, full_case, full_gold, records
 
 from fks.evalharness.dimensions import (
     DIMENSIONS,
@@ -236,7 +236,8 @@ def test_d5_hand_example(cfg, ctx):
     # Recall_PE: 1/2
     # D5 = 0.3*0.4 + 0.2*2/3 + 0.4*2/3 + 0.1*0.5 = 0.57
     p, g = _d5_pair()
-    r = d5_applicability(p, g, cfg, ctx)
+    # the formula alone: the default FP baseline (0.2) is switched off here (see test_d5_gates)
+    r = d5_applicability(p, g, with_cfg(cfg, d5_fp_rate_baseline={}), ctx)
     assert r.components["mape_term"] == pytest.approx(0.4)
     assert r.components["tau_factor"] == pytest.approx(2 / 3)
     assert r.components["acc_appl"] == pytest.approx(2 / 3)
@@ -251,7 +252,7 @@ def test_d5_gates(cfg, ctx):
     # B7 sits on D2-D3: derivatives flagged applicable costs 0.1 -> 0.57 - 0.1
     # (the derivatives level is also wrong now: Acc_appl = (0 + 1 + 0)/3)
     p, g = _d5_pair("B7", "applicable")
-    r = d5_applicability(p, g, cfg, ctx)
+    r = d5_applicability(p, g, with_cfg(cfg, d5_fp_rate_baseline={}), ctx)
     expected = 0.3 * 0.4 + 0.2 * 2 / 3 + 0.4 * 1 / 3 + 0.1 * 0.5 - 0.1
     assert r.value == pytest.approx(expected)
     assert "d5_derivatives_gate" in r.flags
@@ -263,6 +264,9 @@ def test_d5_gates(cfg, ctx):
     r = d5_applicability(p, g, with_cfg(cfg, d5_fp_rate_baseline={"B1": 0.3}), ctx)
     assert r.value == pytest.approx(0.47)
     assert "d5_fp_above_bucket_baseline" in r.flags
+    # the packaged default baseline (0.2 in every bucket) charges the same answer
+    r = d5_applicability(p, g, cfg, ctx)
+    assert r.value == pytest.approx(0.47)
 
 
 # ----------------------------------------------------------------------------------- D6
@@ -333,7 +337,8 @@ def test_d7_hand_example(cfg):
     p = case({"s1": {"s1_mode": ["a-far-extrapolation", "b-source-missing"],
                      "backtrigger": ["M5"]}})
     g = gold(result={"s1": {"s1_mode": ["a-far-extrapolation", "c-narrative-data-detachment"],
-                            "backtrigger": ["M5", "M6"], "external_sources": ["Marks"]}})
+                            "backtrigger": ["M5", "M6"], "external_sources": [
+                                {**EXTERNAL_SOURCE, "name": "Marks"}]}})
     r = d7_s1_coupling(p, g, cfg, BatchContext(coupling_rho={"B1": 0.6}))
     assert r.value == pytest.approx(0.52)
     # a negative rank correlation scores 0 (components live in [0, 1]): 0.52 - 0.12

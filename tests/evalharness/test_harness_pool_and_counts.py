@@ -187,7 +187,9 @@ def test_d10_flag_keeps_the_score(cfg):
 def test_d10_flag_fires_on_small_batch_and_not_when_minimums_lowered(tmp_path, cfg):
     result, details = _run(tmp_path, SELF_AGREE)
     (flag,) = [f for f in details["batch_flags"] if f["flag"] == FLAG_D10_SAMPLE]
-    n = len(result.case_scores)
+    # the §1 minimum counts the whole gold pool (every split), not only the scored cases
+    n = len(_gold_rows(SELF_AGREE))
+    assert n > len(result.case_scores)
     assert flag["signal_counts"]["related_party"] == n  # every example gold flags related_party
     assert flag["signal_counts"]["accrual_anomaly"] == 0
     assert flag["healthy_controls"] == 0 and flag["thresholds"]["healthy_controls"] == 15

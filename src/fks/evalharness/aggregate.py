@@ -1,9 +1,14 @@
 """Aggregation (spec §2, §3): case score, within-bucket percentiles, bandwidths, bucket reports.
 
-* **Case score** ``Score_case = sum_i w_i D_i / sum_i w_i`` over the dimensions that were
-  computed, with the bucket's weights (§2). A dimension that was not computed (D9 across one
-  bucket, D11 outside B1-B3, a dimension not annotated) has ``w_i = 0`` and leaves the
-  denominator, as §2 states for D9/D11.
+* **Case score** ``Score_case = sum_i w_i D_i / sum_i w_i`` with the bucket's weights (§2).
+  The denominator is fixed (:func:`case_aggregate`, ``aggregate_denominator: fixed``): §2 lets
+  only D9 and D11 leave it, when their gates are not met (D9 across fewer than 2 buckets, D11
+  outside B1-B3). Any other weighted dimension that could not be computed (gold not annotated,
+  an undefined component, the D7 pool refused) keeps its weight, scores 0, and is marked
+  ``required_not_computed`` in its flags and components (``state``, ``reasons``) -- a visible
+  state, never a silent drop. A §3.1 must-evaluate dimension (``required_dimensions``, e.g. B6:
+  D9) stays in the denominator even when its gate is not met. ``aggregate_denominator:
+  computed`` restores the older reading (every uncomputed dimension leaves the denominator).
 * **Percentile** within a bucket (§3.2): ``|{c in bucket : Score_c <= Score_case}| / |bucket|``,
   for every dimension and for the case score; never across buckets.
 * **Bandwidth** (§3.2, §4.2): when a bucket has fewer than 30 scores, the percentile's
@@ -11,7 +16,10 @@
   ``bandwidth = (CI_up - CI_low) / 2``, reported as ``bandwidth: +-X%``.
 * **Anchor normalisation** (§3.2): a bucket's full mark is the median case score of its
   expert-consensus anchors (>= 5 needed); the normalised score is ``score / anchor median``.
-  The §8.2 records have no field for it, so it is reported in the details file.
+  An anchor is admitted only when its gold ``iaa_kappa`` is >= ``bucket_anchor_min_kappa``
+  (0.7), and anchors are counted over the whole bucket (every split), not the scored split.
+  The §8.2 records have no field for it, so it is reported in the details file and is the
+  figure of the cross-bucket table (:func:`cross_bucket_table`).
 * **Bucket report**: case count, median case score, the bandwidth of the percentile at the
   median score (the widest point of an empirical CDF's uncertainty), dimension medians, and the
   sample-quality flag: ``annotation_low`` (an IAA task's kappa in the bucket is below its
@@ -31,7 +39,10 @@ from fks.evalharness.schema import BucketReport, CaseScore
 from fks.metrics.bootstrap import bootstrap_bandwidth
 
 __all__ = [
+    "REQUIRED_NOT_COMPUTED",
+    "GATE_FLAGS",
     "aggregate_score",
+    "case_aggregate",
     "ecdf_percentile",
     "percentile_bandwidth",
     "bucket_percentiles",
@@ -57,6 +68,55 @@ def aggregate_score(
     if total <= 0:
         return None
     return sum(weights[d] * v for d, v in used.items()) / total
+
+
+#: Flag (and ``components["state"]``) of a dimension that stays in Σw but was not computed.
+REQUIRED_NOT_COMPUTED = "required_not_computed"
+#: §2 gates: the only reasons a weighted dimension may leave the denominator.
+GATE_FLAGS: dict[str, str] = {"D9": "d9_single_bucket_skipped", "D11": "d11_bucket_not_evaluated"}
+
+
+def case_aggregate(
+    values: Mapping[str, float | None],
+    flags: Mapping[str, Sequence[str]],
+    weights: Mapping[str, float],
+    *,
+    required: frozenset[str] = frozenset(),
+    mode: str = "fixed",
+) -> tuple[float | None, dict[str, str]]:
+    """§2 case score with a fixed denominator; returns ``(score, state per dimension)``.
+
+    States: ``"scored"``, ``"gated_out"`` (D9/D11 gate not met, not a §3.1 must-evaluate
+    dimension of the bucket: ``w = 0``), ``"required_not_computed"`` (kept in the denominator,
+    counts 0), ``"unweighted"`` (``w = 0`` in this bucket). With ``mode="computed"`` every
+    uncomputed dimension is ``"dropped"`` instead (the older reading). ``score`` is ``None``
+    when no dimension was computed at all.
+
+    >>> s, st = case_aggregate({"D1": 1.0, "D2": None}, {"D2": ["d2_not_annotated"]},
+    ...                        {"D1": 0.1, "D2": 0.1})
+    >>> round(s, 6), st["D2"]
+    (0.5, 'required_not_computed')
+    """
+    states: dict[str, str] = {}
+    num = den = 0.0
+    for dim, v in values.items():
+        w = weights.get(dim, 0.0)
+        if w <= 0:
+            states[dim] = "unweighted"
+        elif v is not None:
+            states[dim] = "scored"
+            num += w * v
+            den += w
+        elif mode == "computed":
+            states[dim] = "dropped"
+        elif GATE_FLAGS.get(dim) in flags.get(dim, ()) and dim not in required:
+            states[dim] = "gated_out"
+        else:
+            states[dim] = REQUIRED_NOT_COMPUTED
+            den += w
+    if den <= 0 or not any(s == "scored" for s in states.values()):
+        return None, states
+    return num / den, states
 
 
 def ecdf_percentile(scores: Sequence[float], value: float) -> float:
@@ -117,9 +177,19 @@ def sample_quality(
 
 
 def bucket_report(
-    bucket: str, cases: Sequence[CaseScore], cfg: HarnessConfig, *, annotation_low: bool = False
+    bucket: str,
+    cases: Sequence[CaseScore],
+    cfg: HarnessConfig,
+    *,
+    annotation_low: bool = False,
+    bucket_size: int | None = None,
 ) -> BucketReport:
-    """Build the §8.2 :class:`BucketReport` of one bucket's case scores."""
+    """Build the §8.2 :class:`BucketReport` of one bucket's case scores.
+
+    ``case_count`` is the number of scored cases; the §3.3 minimum (``insufficient`` below 20)
+    is checked on ``bucket_size``, the bucket's gold cases over all splits (default: the scored
+    count) -- §3.3 asks for >= 20 cases per bucket, not per split.
+    """
     if not cases:
         raise ValueError(f"bucket {bucket} has no case")
     scores = [c.aggregate_score for c in cases]
@@ -140,23 +210,33 @@ def bucket_report(
         percentile_bandwidth=percentile_bandwidth(scores, median, cfg.bootstrap),
         dimension_medians=dims,  # type: ignore[arg-type]
         sample_quality_flag=sample_quality(  # type: ignore[arg-type]
-            bucket, len(cases), cfg, annotation_low=annotation_low
+            bucket,
+            len(cases) if bucket_size is None else bucket_size,
+            cfg,
+            annotation_low=annotation_low,
         ),
     )
 
 
 def cross_bucket_table(
-    reports: Mapping[str, BucketReport], case_percentiles: Mapping[str, Sequence[float]]
+    reports: Mapping[str, BucketReport], normalisation: Mapping[str, Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Rows of the cross-bucket percentile comparison: only buckets flagged ``ok``.
+    """Rows of the cross-bucket comparison: anchor-normalised medians of the ``ok`` buckets.
 
-    Each row gives the bucket, its case count and the quartiles of its cases' within-bucket
-    percentiles; buckets kept out are listed with the reason.
+    Within-bucket percentiles are uniform by construction (their quartiles depend only on the
+    bucket's size), so they carry no cross-bucket information. The §3.2 device that does is the
+    anchor normalisation: ``score / median(anchor scores)`` puts each bucket on its own
+    full-mark scale. Each row gives the bucket, whether it takes part (``ok`` buckets only) and
+    why not, its case count and median score, and -- from :func:`anchor_normalisation` -- its
+    admitted anchor count, anchor median and the median normalised score
+    (``normalised_median``; ``None`` with ``normalisation_reason`` when the bucket has fewer
+    than 5 admitted anchors).
     """
     rows = []
     for bucket, rep in reports.items():
-        pct = case_percentiles.get(bucket, [])
+        norm = normalisation.get(bucket, {})
         included = rep.sample_quality_flag == "ok"
+        values = list((norm.get("normalised") or {}).values())
         rows.append(
             {
                 "bucket_label": bucket,
@@ -164,27 +244,39 @@ def cross_bucket_table(
                 "reason": None if included else rep.sample_quality_flag,
                 "case_count": rep.case_count,
                 "median_score": rep.median_score,
-                "percentile_quartiles": (
-                    [float(q) for q in np.percentile(pct, [25, 50, 75])]
-                    if included and len(pct)
-                    else None
-                ),
+                "anchor_count": norm.get("anchor_count", 0),
+                "anchor_median": norm.get("anchor_median"),
+                "normalised_median": float(np.median(values)) if values and included else None,
+                "normalisation_reason": norm.get("reason"),
             }
         )
     return rows
 
 
 def anchor_normalisation(
-    cases: Sequence[CaseScore], anchors: set[str], *, min_anchors: int = 5
+    cases: Sequence[CaseScore],
+    anchors: set[str] | Mapping[str, float],
+    *,
+    min_anchors: int = 5,
 ) -> dict[str, Any]:
     """§3.2 in-bucket normalisation of one bucket's case scores by its anchors' median.
+
+    Args:
+        cases: the bucket's scored cases.
+        anchors: the admitted anchors -- ``{case_id: aggregate score}`` (``score_batch`` scores
+            every admitted anchor of the bucket, whatever its split), or a set of case ids
+            looked up among ``cases``.
+        min_anchors: §3.2 asks for >= 5 anchor cases per bucket.
 
     Returns:
         ``{"anchor_count", "anchor_median", "normalised"}``; ``anchor_median`` and
         ``normalised`` are ``None`` with a ``reason`` when fewer than ``min_anchors`` anchors
         (or a zero median) are available.
     """
-    scores = [c.aggregate_score for c in cases if c.case_id in anchors]
+    if isinstance(anchors, Mapping):
+        scores = list(anchors.values())
+    else:
+        scores = [c.aggregate_score for c in cases if c.case_id in anchors]
     out: dict[str, Any] = {"anchor_count": len(scores), "anchor_median": None, "normalised": None}
     if len(scores) < min_anchors:
         out["reason"] = f"fewer than {min_anchors} anchor cases"

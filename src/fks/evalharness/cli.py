@@ -31,11 +31,26 @@ def score_cmd(
         Path | None,
         typer.Option(help="YAML deep-merged onto the packaged harness.yaml."),
     ] = None,
+    period: Annotated[
+        str | None,
+        typer.Option(
+            help="Period of this run: YYYYQn (quarterly, can serve as a later baseline) or "
+            "YYYY-MM (monthly). Required with --baseline."
+        ),
+    ] = None,
+    split_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="Pinned split assignments (default: <gold stem>.splits.json beside the gold); "
+            "created on first use, new cases appended, listed cases never move."
+        ),
+    ] = None,
     force_anchor_placement: Annotated[
         bool | None,
         typer.Option(
             "--force-anchor-placement/--no-force-anchor-placement",
-            help="Place the self-annotated anchor cases 10/3/1 (default: harness.yaml).",
+            help="Place the self-annotated anchor cases 10/3/1 (default: harness.yaml, 'auto' = "
+            "when all 14 are present).",
         ),
     ] = None,
 ) -> None:
@@ -52,7 +67,16 @@ def score_cmd(
                 )
             }
         )
-    result, paths = run_score(cases, gold, out, baseline_path=baseline, split=split, config=cfg)
+    result, paths = run_score(
+        cases,
+        gold,
+        out,
+        baseline_path=baseline,
+        split=split,
+        config=cfg,
+        split_file=split_file,
+        period=period,
+    )
     log.info(
         "%d case(s), %d bucket(s), %d degradation flag(s); report: %s",
         len(result.case_scores),

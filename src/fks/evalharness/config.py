@@ -81,7 +81,10 @@ class SplitSettings(_Strict):
     """§4.1 hash split."""
 
     salt: str = Field("finbayes-v1-2026", min_length=1)
-    force_anchor_placement: bool = False
+    #: ``"auto"`` (default): place the self-annotated anchors 10/3/1 when exactly
+    #: ``sum(anchor_counts)`` (14) of them are in the gold, else leave them to the hash (noted
+    #: in the details); ``true``: require them (exit 2 otherwise); ``false``: never.
+    force_anchor_placement: bool | Literal["auto"] = "auto"
     anchor_counts: dict[Literal["dev", "test", "holdout"], int] = {
         "dev": 10,
         "test": 3,
@@ -108,8 +111,13 @@ class DegradationSettings(_Strict):
     """§6 degradation detection."""
 
     threshold: float = Field(0.15, gt=0.0)
+    phase: Literal["v1", "v2"] = "v1"
+    bucket_min_cases: int = Field(3, ge=1)
     mechanism_min_cases: int = Field(4, ge=1)
     mechanism_min_buckets: int = Field(2, ge=2)
+    mechanism_min_pending_buckets: int = Field(1, ge=0)
+    v2_mechanism_min_cases: int = Field(5, ge=1)
+    v2_mechanism_min_buckets: int = Field(3, ge=2)
 
 
 class DimensionSettings(_Strict):
@@ -122,6 +130,7 @@ class DimensionSettings(_Strict):
     d2_n1_uncertainty_penalty: float = Field(0.10, ge=0.0, le=1.0)
     d3_mae_max_quarters: float = Field(8.0, gt=0.0)
     d3_required_clocks: list[str] = []
+    d3_sample_percent: int = Field(30, ge=0, le=100)
     d4_subiso_exact_max_nodes: int = Field(200, ge=1)
     d5_derivatives_gate_penalty: float = Field(0.10, ge=0.0, le=1.0)
     d5_fp_rate_baseline: dict[BucketKey, float] = {}
@@ -129,6 +138,7 @@ class DimensionSettings(_Strict):
     d6_ece_bins: int = Field(10, ge=1)
     d6_ece_scale: float = Field(0.5, gt=0.0)
     d6_ece_threshold: float = Field(0.15, ge=0.0, le=1.0)
+    d6_ece_penalty: float = Field(0.10, ge=0.0, le=1.0)
     d6_weight_gap_threshold: float = Field(0.15, ge=0.0)
     d6_tier_weights: tuple[float, float, float] = (2.0, 1.0, 0.5)
     d6_label_weights: dict[str, float] = {}
@@ -149,11 +159,14 @@ class HarnessConfig(_Strict):
     weights: dict[DimensionKey, float]
     bucket_weight_overrides: dict[BucketKey, dict[DimensionKey, float]] = {}
     renormalize_retired_weights: bool = False
+    aggregate_denominator: Literal["fixed", "computed"] = "fixed"
+    required_dimensions: dict[BucketKey, list[DimensionKey]] = {}
     buckets: dict[BucketKey, BucketSpec]
     cross_bucket_exclude: list[BucketKey] = []
     min_cases_per_bucket: int = Field(20, ge=1)
     percentile_min_cases: int = Field(30, ge=1)
     bucket_anchor_min: int = Field(5, ge=1)
+    bucket_anchor_min_kappa: float = Field(0.70, ge=-1.0, le=1.0)
     bootstrap: BootstrapSettings = BootstrapSettings()
     split: SplitSettings = SplitSettings()
     iaa: IAASettings
@@ -179,6 +192,10 @@ class HarnessConfig(_Strict):
         table = dict(self.weights)
         table.update(self.bucket_weight_overrides.get(bucket, {}))  # type: ignore[call-overload]
         return table
+
+    def required_for(self, bucket: str) -> frozenset[str]:
+        """§3.1 must-evaluate dimensions of ``bucket`` (``required_dimensions``)."""
+        return frozenset(self.required_dimensions.get(bucket, []))  # type: ignore[call-overload]
 
     def bucket_levels(self, bucket: str, axis: str) -> set[str]:
         """MCA positions of ``bucket`` on ``axis`` (see :meth:`BucketSpec.levels`)."""

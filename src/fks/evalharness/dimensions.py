@@ -71,6 +71,7 @@ from fks.evalharness.inputs import (
     PhaseEvidence,
 )
 from fks.evalharness.schema import D9_SKIPPED_FLAG, D11_BUCKETS, DimensionScore
+from fks.evalharness.split import split_hash
 from fks.text import normalize
 
 __all__ = [
@@ -94,6 +95,7 @@ __all__ = [
     "d7_s1_coupling",
     "d8_history",
     "d9_cross_market",
+    "d6_batch_figures",
     "d10_sample_counts",
     "d10_data_reliability",
     "d11_risk_budget",
@@ -168,6 +170,9 @@ class BatchContext:
             ``None`` = not checked (a hand-built context; ``score_batch`` always checks).
         d10_sample: the D10 minimum-sample check of :func:`d10_sample_counts`; ``None`` = not
             checked.
+        d6_batch: the batch figures of the §7 D6 defences (:func:`d6_batch_figures`): pooled
+            per-label F1^w / F1^m per family and their gap, and the batch ECE; ``None`` = a
+            hand-built context (D6 then falls back on the case's own figures).
     """
 
     label_weights: Mapping[str, float] = field(default_factory=dict)
@@ -175,24 +180,82 @@ class BatchContext:
     d7_exceeded_modes: frozenset[str] = frozenset()
     d7_pool: Mapping[str, Any] | None = None
     d10_sample: Mapping[str, Any] | None = None
+    d6_batch: Mapping[str, Any] | None = None
+
+
+def d6_batch_figures(
+    pairs: Sequence[tuple[CaseRecord, GoldRecord]],
+    weights: Mapping[str, float],
+    cfg: HarnessConfig,
+) -> dict[str, Any]:
+    """§7 D6 defences over a batch: pooled per-label F1 and the batch ECE.
+
+    Within one case a label's F1 is 0 or 1, so ``|F1^w - F1^m|`` and ECE over one to three
+    confidences say little. Here each label's F1 = ``2 TP / (2 TP + FP + FN)`` is pooled over
+    the batch's cases (per family M7a / M7b), giving ``F1^w`` (frequency weights) and ``F1^m``;
+    ``gap_exceeded`` when either family's gap exceeds ``d6_weight_gap_threshold``. The ECE is
+    over every predicted label with a confidence in the batch (``correct`` = label in gold).
+    """
+    d = cfg.dimensions
+    conf: list[float] = []
+    hit: list[bool] = []
+    out: dict[str, Any] = {}
+    counts: dict[str, dict[str, list[int]]] = {"m7a": {}, "m7b": {}}
+    for p, g in pairs:
+        gb = g.harness.bias_labels
+        if gb is None:
+            continue
+        pb = p.harness.bias_labels
+        for fam in ("m7a", "m7b"):
+            labels = getattr(pb, fam) if pb else []
+            gold_set = norm_set(getattr(gb, fam))
+            pred_set = norm_set(b.label for b in labels)
+            for b in labels:
+                if b.confidence is not None:
+                    conf.append(b.confidence)
+                    hit.append(normalize(b.label) in gold_set)
+            for lab in pred_set | gold_set:
+                tp_fp_fn = counts[fam].setdefault(lab, [0, 0, 0])
+                tp_fp_fn[
+                    0 if lab in pred_set and lab in gold_set else 1 if lab in pred_set else 2
+                ] += 1
+    gap = False
+    for fam, table in counts.items():
+        f1s = {lab: 2 * tp / (2 * tp + fp + fn) for lab, (tp, fp, fn) in table.items()}
+        f1w, f1m = weighted_and_macro_f1(f1s, weights)
+        out[f"f1w_{fam}"], out[f"f1m_{fam}"] = f1w, f1m
+        gap = gap or gaming.weighted_macro_gap(f1w, f1m, threshold=d.d6_weight_gap_threshold)
+    out["gap_exceeded"] = gap
+    out["ece"] = expected_calibration_error(conf, hit, d.d6_ece_bins) if conf else None
+    out["ece_n"] = len(conf)
+    out["ece_exceeded"] = gaming.ece_above_threshold(out["ece"], threshold=d.d6_ece_threshold)
+    return out
 
 
 def composite(
-    dimension_id: str, components: Mapping[str, Any], *, renormalize_retired: bool = False
+    dimension_id: str,
+    components: Mapping[str, Any],
+    *,
+    renormalize_retired: bool = False,
+    not_graded: Sequence[str] = (),
 ) -> tuple[float | None, list[str]]:
     """``sum_k w_k c_k`` over the dimension's formula components (:data:`COMPOSITE_WEIGHTS`).
 
     With ``renormalize_retired`` the sum is divided by the weight left after the retired terms
-    (D6, D11: 0.9). Returns ``(value, undefined_components)``; ``value`` is ``None`` when any
-    component is ``None``.
+    (D6, D11: 0.9). ``not_graded`` names components the gold left unannotated on purpose (an
+    optional gold field, e.g. D9's ``spread_direction``): they leave the composite and the other
+    weights are rescaled to their original total. Returns ``(value, undefined_components)``;
+    ``value`` is ``None`` when any other component is ``None``.
     """
-    weights = COMPOSITE_WEIGHTS[dimension_id]
+    full = COMPOSITE_WEIGHTS[dimension_id]
+    weights = {k: w for k, w in full.items() if k not in not_graded}
     missing = [k for k in weights if components.get(k) is None]
-    if missing:
+    if missing or not weights:
         return None, missing
     value = sum(w * float(components[k]) for k, w in weights.items())
+    value *= sum(full.values()) / sum(weights.values())
     if renormalize_retired and dimension_id in RETIRED_WEIGHTS:
-        value /= sum(weights.values())
+        value /= sum(full.values())
     return value, []
 
 
@@ -203,8 +266,13 @@ def _finish(
     cfg: HarnessConfig,
     *,
     penalty: float = 0.0,
+    not_graded: Sequence[str] = (),
 ) -> DimensionResult:
-    value, missing = composite(dim, components, renormalize_retired=cfg.renormalize_retired_weights)
+    value, missing = composite(
+        dim, components, renormalize_retired=cfg.renormalize_retired_weights, not_graded=not_graded
+    )
+    if not_graded:
+        components["not_graded"] = list(not_graded)
     if dim in RETIRED_WEIGHTS:
         components.update(dict.fromkeys(RETIRED_WEIGHTS[dim]))
         flags.append(FLAG_C_KELLY_RETIRED)
@@ -365,13 +433,27 @@ def d3_phase_clocks(
     * ``Recall_contradict`` = gold contradictions found / gold contradictions.
     * v1 grades M3.t1, M3.t2 and M3.t5 in every case: a gold row lacking one of them is flagged
       ``d3_required_clock_missing:<clock>`` (the score still uses the clocks annotated).
+    * The other clocks are graded on a 30 % sample (§1 D3 "其余抽样 30% IAA"; decision: the
+      sample is deterministic, ``SHA-256(case_id|clock|d3-iaa) mod 100 < 30``, so reruns and
+      the IAA double annotation see the same clocks). ``clocks_graded`` / ``clocks_sampled``
+      list them; an unsampled clock counts neither way.
     """
     g = gold.result.phase_evidence
     if g is None:
         return _not_annotated("D3")
     p = pred.result.phase_evidence or PhaseEvidence()
+    required = set(cfg.dimensions.d3_required_clocks)
+    sampled = sorted(
+        c
+        for c in g.clocks
+        if c not in required
+        and split_hash(gold.case_id, c, "d3-iaa") % 100 < cfg.dimensions.d3_sample_percent
+    )
+    graded = {c: lab for c, lab in g.clocks.items() if c in required or c in sampled}
     comps = {
-        "acc_clock": _label_accuracy(p.clocks, g.clocks),
+        "acc_clock": _label_accuracy({c: p.clocks[c] for c in graded if c in p.clocks}, graded),
+        "clocks_graded": sorted(graded),
+        "clocks_sampled": sampled,
         "mae_term": mae_score(_cells(p), _cells(g), max_error=cfg.dimensions.d3_mae_max_quarters),
         "recall_contradict": set_recall(norm_set(p.contradictions), norm_set(g.contradictions)),
         "n_gold_clocks": len(g.clocks),
@@ -449,6 +531,17 @@ def _appl_pairs(
     return g_levels, p_levels
 
 
+def _na_term(pred: Any, gold: Any) -> tuple[float | None, str]:
+    """D5 numeric term of a gold family marked not-applicable (see :func:`d5_applicability`).
+
+    Returns ``(term, basis)``: basis ``"values"`` means the caller grades the numbers.
+    """
+    if gold is None or gold.level != "not-applicable" or gold.values:
+        return None, "values"
+    abstained = pred is None or (pred.level == "not-applicable" and not pred.values)
+    return float(abstained), "not_applicable"
+
+
 def d5_applicability(
     pred: CaseRecord, gold: GoldRecord, cfg: HarnessConfig, ctx: BatchContext
 ) -> DimensionResult:
@@ -463,7 +556,15 @@ def d5_applicability(
       always reported (§7).
     * ``Recall_PE``: recall of the gold PE items.
     * Gates: in a D3-axis bucket a derivatives level other than not-applicable costs 0.1; an FP
-      rate above the bucket's configured baseline costs 0.1.
+      rate above the bucket's baseline costs 0.1 (``d5_fp_rate_baseline``: v1 default 0.20 in
+      every bucket, so the §7 "FP > 桶基线扣分" defence is on by default).
+    * **Not-applicable half** (decision, issue 22): when the gold marks the valuation (or
+      factor) family ``not-applicable`` it has no numbers, so MAPE (or tau) is undefined. The
+      term then grades the abstention itself: 1 when the prediction also marks the family
+      not-applicable (or leaves it out) and reports no numbers, 0 when it claims the family
+      applies (a level other than not-applicable, or numbers). ``mape_basis`` / ``tau_basis``
+      say which reading was used (``"values"`` or ``"not_applicable"``). A gold family marked
+      applicable/partial without numbers is still an annotation gap (undefined component).
     """
     g = gold.result.applicability_flags
     if g is None:
@@ -472,16 +573,24 @@ def d5_applicability(
     p = pred.result.applicability_flags
     g_levels, p_levels = _appl_pairs(p, g)
     fp_rate = gaming.na_false_positive_rate(g_levels, p_levels)
-    comps: dict[str, Any] = {
-        "mape_term": mape_score(
+    mape_term, mape_basis = _na_term(p.valuation if p else None, g.valuation)
+    if mape_basis == "values":
+        mape_term = mape_score(
             p.valuation.values if p and p.valuation else {},
             g.valuation.values if g.valuation else {},
-        ),
-        "tau_factor": rescaled_rank_correlation(
+        )
+    tau_term, tau_basis = _na_term(p.factor if p else None, g.factor)
+    if tau_basis == "values":
+        tau_term = rescaled_rank_correlation(
             p.factor.values if p and p.factor else {},
             g.factor.values if g.factor else {},
             method="kendall",
-        ),
+        )
+    comps: dict[str, Any] = {
+        "mape_term": mape_term,
+        "tau_factor": tau_term,
+        "mape_basis": mape_basis,
+        "tau_basis": tau_basis,
         "acc_appl": macro_accuracy(
             g_levels, [a == b for a, b in zip(g_levels, p_levels, strict=True)]
         ),
@@ -572,6 +681,11 @@ def d6_bias_uncertainty(
       whose distance lies in the experts' common interval; it is undefined unless >= 2 expert
       intervals overlap with IoU >= 0.8.
     * Flags: ``|F1^w - F1^m| > 0.15`` (either family) and ``ECE > 0.15``.
+    * **Batch defences** (§7, issue 22; when ``ctx.d6_batch`` is set, as ``score_batch`` always
+      does): the gap flag reads the batch's pooled per-label F1 (:func:`d6_batch_figures`);
+      the ECE term uses the batch ECE, and ``ECE_batch > 0.15`` is a strong constraint: every
+      case reporting confidences gets ``ece_term = 0``, a ``d6_ece_penalty`` (0.1) deduction
+      and the flag. ``components["ece"]`` stays the case's own ECE (``CaseScore.ece``).
     """
     g_bias, g_post = gold.harness.bias_labels, gold.result.posterior
     if g_bias is None or g_post is None:
@@ -591,7 +705,12 @@ def d6_bias_uncertainty(
     ece = expected_calibration_error(conf, hit, d.d6_ece_bins) if conf else None
     if ece is None:
         flags.append("d6_no_confidence")
-    ece_term = 0.0 if ece is None else 1.0 - min(ece / d.d6_ece_scale, 1.0)
+    batch = ctx.d6_batch
+    ece_used = batch["ece"] if batch is not None and ece is not None else ece
+    ece_term = 0.0 if ece_used is None else 1.0 - min(ece_used / d.d6_ece_scale, 1.0)
+    penalty = 0.0
+    if batch is not None and ece is not None and batch["ece_exceeded"]:
+        ece_term, penalty = 0.0, d.d6_ece_penalty  # §7 strong constraint, batch-level
     intervals = g_post.expert_intervals
     qualified = (
         len(intervals) >= d.d6_interval_min_experts
@@ -605,11 +724,15 @@ def d6_bias_uncertainty(
         else None
     )
     gap = d.d6_weight_gap_threshold
-    if gaming.weighted_macro_gap(f1w_a, f1m_a, threshold=gap) or gaming.weighted_macro_gap(
-        f1w_b, f1m_b, threshold=gap
-    ):
+    if batch is not None:
+        gap_hit = bool(batch["gap_exceeded"])
+    else:
+        gap_hit = gaming.weighted_macro_gap(
+            f1w_a, f1m_a, threshold=gap
+        ) or gaming.weighted_macro_gap(f1w_b, f1m_b, threshold=gap)
+    if gap_hit:
         flags.append(gaming.FLAG_D6_GAP)
-    if gaming.ece_above_threshold(ece, threshold=d.d6_ece_threshold):
+    if ece is not None and gaming.ece_above_threshold(ece_used, threshold=d.d6_ece_threshold):
         flags.append(gaming.FLAG_D6_ECE)
     comps = {
         "f1w_m7a": f1w_a,
@@ -619,11 +742,12 @@ def d6_bias_uncertainty(
         "ece_term": ece_term,
         "acc_bimodal": acc_bimodal,
         "ece": ece,
+        "ece_batch": batch["ece"] if batch is not None else None,
         "ece_bins": d.d6_ece_bins,
         "ece_n": len(conf),
         "interval_iou": interval_iou(intervals),
     }
-    return _finish("D6", comps, flags, cfg)
+    return _finish("D6", comps, flags, cfg, penalty=penalty)
 
 
 # ------------------------------------------------------------------------------------ D7
@@ -660,7 +784,7 @@ def d7_s1_coupling(
         "rho_coupling": _clipped_rho(ctx.coupling_rho.get(gold.bucket_label)),
         "hit_backtrig": set_recall(set(p.backtrigger if p else []), set(g.backtrigger)),
         "rho_coupling_raw": ctx.coupling_rho.get(gold.bucket_label),
-        "external_sources": list(g.external_sources),
+        "external_sources": [s.name for s in g.external_sources],
     }
     return _finish("D7", comps, flags, cfg)
 
@@ -731,7 +855,11 @@ def d9_cross_market(
     * ``F1_diff``: F1 of the stated differences.
     * ``Acc_mca``: accuracy over the six MCA axes of "the compared buckets differ on this axis"
       (the truth is derived from the bucket axes in ``harness.yaml``).
-    * ``Acc_spread`` = 1 when the spread direction matches.
+    * ``Acc_spread`` = 1 when the spread direction matches. ``spread_direction`` is optional in
+      the gold: when a genuine cross-bucket case omits it, D9 is still scored over the other
+      three components, rescaled to the full weight (``0.85 -> 1``), and flagged
+      ``d9_spread_not_annotated`` (decision: an optional gold field the annotator left out is
+      not graded, rather than voiding the whole dimension).
     """
     g = gold.harness.cross_market
     buckets = sorted({gold.bucket_label, *(g.compared_buckets if g else [])})
@@ -761,6 +889,8 @@ def d9_cross_market(
         "compared_buckets": buckets,
         "differing_axes": sorted(differing),
     }
+    if g.spread_direction is None:
+        return _finish("D9", comps, ["d9_spread_not_annotated"], cfg, not_graded=["acc_spread"])
     return _finish("D9", comps, [], cfg)
 
 
@@ -768,7 +898,8 @@ def d9_cross_market(
 def d10_sample_counts(golds: Sequence[GoldRecord], cfg: HarnessConfig) -> dict[str, Any]:
     """§1 D10 minimum sample: >= 10 cases per signal class, >= 5 post-fraud, >= 15 healthy.
 
-    Counts over the gold rows given (``score_batch`` passes the scored split) that annotate
+    Counts over the gold rows given (``score_batch`` passes every gold row: the §1 minimum is a
+    property of the evaluation pool, not of one split) that annotate
     ``risk_signals``: per configured signal class, the rows whose gold signals hold it; the
     ``post_fraud`` rows; the ``healthy_control`` rows. Thresholds come from ``harness.yaml``.
 

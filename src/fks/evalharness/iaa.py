@@ -1,13 +1,19 @@
 """Inter-annotator agreement (spec §5): rolling Cohen's kappa, mini-review trigger, audit trail.
 
-Kappa is :func:`fks.metrics.stats.cohen_kappa` (the shared statistics core), computed over a
-rolling window of the last ``window = 10`` items of a task in annotation order.
+Kappa is :func:`fks.metrics.stats.cohen_kappa` (the shared statistics core). §5 counts
+**cases** ("p_o = 两标注者一致 case 数 / 总 case 数", "滚动窗口 10 case 不一致 >= 3"), so the
+report (:func:`iaa_summary`) first folds a task's annotation items into one label pair per case,
+in the order each case first appears (:func:`case_labels`; a case with several items of the task
+is labelled by its items' labels in item order, so it disagrees when any item does).
 
-* **Mini-review trigger**: some window of 10 consecutive items holds >= 3 disagreements (the
-  spec's ">= 30 % disagreement"). Shorter histories count as one partial window.
-* **Contested points**: once a review is triggered, every disagreement that the third
-  annotator's 2:1 vote cannot settle (no third label, or one matching neither) joins the audit
-  trail, to be escalated (§5).
+* **Mini-review trigger**: the *current* rolling window -- the last 10 cases -- holds >= 3
+  disagreeing cases (the spec's ">= 30 % disagreement"). A past window that qualified but has
+  rolled out does not keep the review open (it is reported as ``past_windows_triggered``);
+  the report's kappa and disagreement rate describe the same last window.
+* **Contested points**: once a review is triggered, every case of that window whose
+  disagreement the third annotator's 2:1 vote cannot settle (no third label, or one matching
+  neither) joins the audit trail with its escalation: ``status: "escalated"``, ``escalated_to:
+  "ecosystem_initiator"`` (single-point ruling) and ``objection_period_days: 14`` (§5).
 * **Thresholds** per task (``harness.yaml``): A 0.65, B/C/D1_open/D7_external 0.70, D 0.75.
   Consecutive windows below threshold are counted for the report (template refinement).
 
@@ -41,6 +47,7 @@ __all__ = [
     "majority_vote",
     "contested_points",
     "consecutive_below",
+    "case_labels",
     "iaa_report",
     "iaa_summary",
     "d7_pool_admission",
@@ -147,24 +154,69 @@ def consecutive_below(kappas: Sequence[float | None], threshold: float) -> int:
     return run
 
 
+def case_labels(
+    items: Sequence[tuple[str, DoubleAnnotation]],
+) -> list[tuple[str, str, str, list[DoubleAnnotation]]]:
+    """Fold items into one ``(case_id, label_a, label_b, items)`` per case, in first-seen order.
+
+    A case with one item keeps its labels; with several, each side's label is its items'
+    labels joined with `` | `` in item order.
+    """
+    by_case: dict[str, list[DoubleAnnotation]] = {}
+    for cid, ann in items:
+        by_case.setdefault(cid, []).append(ann)
+    out = []
+    for cid, anns in by_case.items():
+        anns = sorted(anns, key=lambda x: x.item)
+        out.append(
+            (
+                cid,
+                " | ".join(x.label_a for x in anns),
+                " | ".join(x.label_b for x in anns),
+                anns,
+            )
+        )
+    return out
+
+
+def _escalated(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            **p,
+            "status": "escalated",
+            "escalated_to": "ecosystem_initiator",
+            "objection_period_days": 14,
+        }
+        for p in points
+    ]
+
+
 def iaa_summary(
     task_id: str, items: Sequence[tuple[str, DoubleAnnotation]], settings: IAASettings
 ) -> dict[str, Any]:
-    """Everything known about one task: last-window kappa, rolling series, trigger, audit."""
-    a = [ann.label_a for _, ann in items]
-    b = [ann.label_b for _, ann in items]
+    """Everything known about one task, counted in cases.
+
+    Last-window kappa, rolling series, the current-window trigger, the escalated audit trail.
+    """
+    cases = case_labels(items)
+    a = [x[1] for x in cases]
+    b = [x[2] for x in cases]
     size = min(settings.window, len(a))
     last_a, last_b = a[-size:], b[-size:]
     kappa = kappa_or_none(last_a, last_b) if size else None
     series = rolling_kappa(a, b, window=settings.window)
-    triggered = mini_review_triggered(
-        a, b, window=settings.window, min_disagreements=settings.mini_review_min_disagreements
-    )
+    min_dis = settings.mini_review_min_disagreements
+    triggered = bool(size) and sum(disagreements(last_a, last_b)) >= min_dis
+    past = mini_review_triggered(a, b, window=settings.window, min_disagreements=min_dis)
+    last_items = [(cid, ann) for cid, _, _, anns in cases[-size:] for ann in anns] if size else []
     threshold = settings.thresholds[task_id]  # type: ignore[index]
     return {
         "task_id": task_id,
-        "n_items": len(a),
+        "n_items": len(items),
+        "n_cases": len(a),
         "window": size,
+        "window_cases": [x[0] for x in cases[-size:]] if size else [],
+        "past_windows_triggered": past and not triggered,
         "kappa_rolling_10": kappa,
         "kappa_undefined_reason": None if kappa is not None or not size else "single label",
         "rolling_kappas": series,
@@ -173,7 +225,7 @@ def iaa_summary(
         "threshold": threshold,
         "below_threshold": kappa is not None and kappa < threshold,
         "consecutive_windows_below": consecutive_below(series, threshold),
-        "contested_points": contested_points(items, triggered=triggered),
+        "contested_points": _escalated(contested_points(last_items, triggered=triggered)),
     }
 
 

@@ -42,9 +42,10 @@ D11   ``harness.risk_budget`` + ``result.causal_graph`` (correlation_regime,
 
 from __future__ import annotations
 
-from typing import Literal
+from datetime import datetime
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "BucketLabel",
@@ -66,7 +67,9 @@ __all__ = [
     "Posterior",
     "GoldPosterior",
     "S1",
+    "ExternalSource",
     "GoldS1",
+    "MCABucket",
     "StructuredCognitionResult",
     "GoldCognitionResult",
     "M13Attributes",
@@ -334,6 +337,31 @@ class S1(_In):
     )
 
 
+class ExternalSource(_In):
+    """One external answer source of a D7 gold label.
+
+    §7: "外部信源占位字符串 -> 必含可验证 URL + 时间戳 + 关键字段抽取". A bare name
+    (``"Damodaran"``) is a placeholder and is rejected: a source needs a verifiable ``url``
+    (http/https), the ``retrieved_at`` timestamp (ISO 8601) and at least one extracted
+    ``key_fields`` entry (e.g. ``{"implied_erp": "4.6%"}``).
+    """
+
+    name: str = Field(min_length=1, description="e.g. Damodaran, Marks, Stratechery")
+    url: AnyHttpUrl
+    retrieved_at: datetime
+    key_fields: dict[str, str] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_placeholder(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            raise ValueError(
+                f"placeholder string {data!r}: an external source needs name, url, "
+                "retrieved_at and key_fields (§7)"
+            )
+        return data
+
+
 class GoldS1(_In):
     """Gold ``s1`` (D7); >= 1 external answer source per case (§1 D7).
 
@@ -346,8 +374,9 @@ class GoldS1(_In):
     s1_mode: list[S1Mode] = Field(default_factory=list)
     coupling_strength: float | None = Field(None, description="the external label")
     backtrigger: list[Literal["M5", "M6", "M7"]] = Field(default_factory=list)
-    external_sources: list[str] = Field(
-        min_length=1, description="e.g. Damodaran, Marks, Stratechery, FT Alphaville, NYU Stern"
+    external_sources: list[ExternalSource] = Field(
+        min_length=1,
+        description="verifiable sources (Damodaran, Marks, Stratechery, FT Alphaville, NYU Stern)",
     )
     self_s1_mode: S1Mode | None = Field(
         None,
@@ -620,6 +649,26 @@ class CaseRecord(_In):
     harness: HarnessOutputs = Field(default_factory=HarnessOutputs)
 
 
+class MCABucket(_In):
+    """§8.1 ``MCABucket``: the harness-issued bucket metadata of a case (never self-reported).
+
+    ``axis_1`` .. ``axis_7`` hold the MCA axis positions (e.g. ``"L1"``, ``"F1-F2"``; v1 uses six
+    axes, the seventh is optional), ``worst_axis`` names the weakest one, ``tag_version`` the
+    tagging version. On a gold row its ``bucket_label`` must equal the row's ``bucket_label``.
+    """
+
+    axis_1: str | None = None
+    axis_2: str | None = None
+    axis_3: str | None = None
+    axis_4: str | None = None
+    axis_5: str | None = None
+    axis_6: str | None = None
+    axis_7: str | None = None
+    bucket_label: BucketLabel
+    worst_axis: str | None = None
+    tag_version: str = Field(min_length=1)
+
+
 class GoldRecord(_In):
     """One line of the gold file: the harness-issued bucket and the annotations of one case."""
 
@@ -639,5 +688,17 @@ class GoldRecord(_In):
     double_annotations: list[DoubleAnnotation] = Field(
         default_factory=list, description="items for the §5 IAA reports, in annotation order"
     )
+    mca_bucket: MCABucket | None = Field(
+        None, description="§8.1 bucket metadata issued by the harness (optional)"
+    )
     result: GoldCognitionResult = Field(default_factory=GoldCognitionResult)
     harness: GoldHarnessOutputs = Field(default_factory=GoldHarnessOutputs)
+
+    @model_validator(mode="after")
+    def _bucket_agrees(self) -> GoldRecord:
+        if self.mca_bucket is not None and self.mca_bucket.bucket_label != self.bucket_label:
+            raise ValueError(
+                f"mca_bucket.bucket_label {self.mca_bucket.bucket_label} differs from "
+                f"bucket_label {self.bucket_label}"
+            )
+        return self

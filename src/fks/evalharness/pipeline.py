@@ -6,7 +6,14 @@ Inputs (see ``README.md`` in this package for an example):
   (``{"case_id", "result": {...six S fields...}, "harness": {...}}``); case ids unique.
 * ``--gold G``: JSONL, one :class:`~fks.evalharness.inputs.GoldRecord` per line, in annotation
   order; case ids unique. Every case id of the cases file must have a gold row.
-* ``--baseline REPORT`` (optional): a ``batch_report.json`` written by an earlier run.
+* ``--baseline REPORT`` (optional): a ``batch_report.json`` written by an earlier run, with its
+  ``baseline_manifest.json`` beside it: same split, period = the quarter before ``--period``,
+  cells matching the report (:func:`~fks.evalharness.degradation.check_baseline`), else exit 2.
+* ``--period P`` (``YYYYQn``, or ``YYYY-MM`` for a monthly run): recorded in the manifest;
+  required with ``--baseline``. Only a quarterly run can serve as a later baseline.
+* ``--split-file S`` (default ``<gold stem>.splits.json`` beside the gold file): the pinned
+  dev/test/holdout assignments. Read when present; cases new to it are assigned (hash, bucket
+  rule, anchors) and appended after a successful run; listed cases never move.
 
 Outputs in ``--out DIR`` (each written atomically):
 
@@ -15,7 +22,8 @@ Outputs in ``--out DIR`` (each written atomically):
 * ``harness_details.json`` -- diagnostics: splits, case percentiles, cross-bucket table, D5
   confusion matrices, D6 label weights, D7 rho, base rates and pool decision, D10 sample
   counts, batch-level flags (``batch_flags``), IAA summaries, the config;
-* ``harness_report.html`` -- the self-contained HTML section (standalone page).
+* ``harness_report.html`` -- the self-contained HTML section (standalone page);
+* ``baseline_manifest.json`` -- the provenance of ``batch_report.json`` as a later baseline.
 
 Any bad input raises :class:`~fks.errors.FksInputError` naming the file, the line and the
 pydantic field path (``result.causal_graph.edges.0.target``), which the CLI turns into exit 2.
@@ -23,6 +31,7 @@ pydantic field path (``result.causal_graph.edges.0.target``), which the CLI turn
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,10 +40,12 @@ from pydantic import ValidationError
 
 from fks.errors import FksInputError
 from fks.evalharness.config import HarnessConfig, load_harness_config
+from fks.evalharness.degradation import baseline_manifest, check_baseline, parse_period
 from fks.evalharness.inputs import CaseRecord, GoldRecord
 from fks.evalharness.report import render_html_page
 from fks.evalharness.schema import BatchReport
 from fks.evalharness.scoring import CaseNotScorable, EmptySplit, HarnessResult, score_batch
+from fks.evalharness.split import read_split_file, write_split_file
 from fks.io import (
     atomic_write_json,
     atomic_write_jsonl,
@@ -44,9 +55,19 @@ from fks.io import (
     read_json,
 )
 
-__all__ = ["OutputPaths", "load_cases", "load_gold", "load_baseline", "run_score"]
+__all__ = [
+    "OutputPaths",
+    "default_split_file",
+    "load_cases",
+    "load_gold",
+    "load_baseline",
+    "run_score",
+]
 
 log = logging.getLogger(__name__)
+
+#: The provenance file written beside every ``batch_report.json`` (§6 baseline checks).
+MANIFEST_NAME = "baseline_manifest.json"
 
 
 @dataclass(frozen=True)
@@ -85,13 +106,37 @@ def load_gold(path: str | Path) -> tuple[list[GoldRecord], dict[str, int]]:
     return _unique(Path(path), GoldRecord)
 
 
-def load_baseline(path: str | Path) -> BatchReport:
-    """Read and validate a baseline ``batch_report.json``."""
+def load_baseline(
+    path: str | Path, *, split: str | None = None, period: str | None = None
+) -> BatchReport:
+    """Read and validate a baseline ``batch_report.json``.
+
+    When ``split`` is given its provenance is checked too (``baseline_manifest.json`` beside
+    it; :func:`~fks.evalharness.degradation.check_baseline`).
+    """
     data = read_json(path)
     try:
-        return BatchReport.model_validate(data)
+        report = BatchReport.model_validate(data)
     except ValidationError as exc:
         raise input_error(exc, path=path) from None
+    if split is not None:
+        manifest_path = Path(path).with_name(MANIFEST_NAME)
+        manifest = read_json(manifest_path) if manifest_path.is_file() else None
+        check_baseline(
+            report,
+            Path(path).read_text(encoding="utf-8"),
+            manifest,
+            split=split,
+            period=period,
+            manifest_path=manifest_path,
+        )
+    return report
+
+
+def default_split_file(gold_path: str | Path) -> Path:
+    """``<gold dir>/<gold stem>.splits.json``: the pinned split assignments of a gold file."""
+    g = Path(gold_path)
+    return g.with_name(f"{g.stem}.splits.json")
 
 
 def run_score(
@@ -102,6 +147,8 @@ def run_score(
     baseline_path: str | Path | None = None,
     split: str = "test",
     config: HarnessConfig | None = None,
+    split_file: str | Path | None = None,
+    period: str | None = None,
 ) -> tuple[HarnessResult, OutputPaths]:
     """Score ``cases_path`` against ``gold_path`` for ``split`` and write the four outputs.
 
@@ -121,7 +168,7 @@ def run_score(
             line=case_lines[cid],
             field="case_id",
         )
-    if cfg.split.force_anchor_placement:
+    if cfg.split.force_anchor_placement is True:
         anchors = [g.case_id for g in golds if g.self_annotated_anchor]
         want = sum(cfg.split.anchor_counts.values())
         if len(anchors) != want:
@@ -131,9 +178,22 @@ def run_score(
                 path=gold_path,
                 field="self_annotated_anchor",
             )
-    baseline = load_baseline(baseline_path) if baseline_path is not None else None
+    if period is not None:
+        try:
+            parse_period(period)
+        except ValueError as exc:
+            raise FksInputError(str(exc), field="--period") from None
+    baseline = (
+        load_baseline(baseline_path, split=split, period=period)
+        if baseline_path is not None
+        else None
+    )
+    split_path = Path(split_file) if split_file is not None else default_split_file(gold_path)
+    pinned = read_split_file(split_path, salt=cfg.split.salt) if split_path.exists() else {}
     try:
-        result = score_batch(cases, golds, cfg, split=split, baseline=baseline)
+        result = score_batch(
+            cases, golds, cfg, split=split, baseline=baseline, pinned_splits=pinned
+        )
     except CaseNotScorable as exc:
         raise FksInputError(
             str(exc), path=gold_path, line=gold_lines[exc.case_id], field="case_id"
@@ -147,7 +207,24 @@ def run_score(
         details=out / "harness_details.json",
         html=out / "harness_report.html",
     )
-    atomic_write_json(paths.batch_report, result.report.model_dump(mode="json"))
+    if result.details["split_new_cases"] or not split_path.exists():
+        write_split_file(
+            split_path, salt=cfg.split.salt, assignments={**pinned, **result.details["splits"]}
+        )
+        log.info("%d new case(s) pinned in %s", len(result.details["split_new_cases"]), split_path)
+    report_text = (
+        json.dumps(
+            result.report.model_dump(mode="json"), ensure_ascii=False, indent=2, sort_keys=True
+        )
+        + "\n"
+    )
+    atomic_write_text(paths.batch_report, report_text)
+    atomic_write_json(
+        out / MANIFEST_NAME,
+        baseline_manifest(
+            result.report, report_text, result.case_scores, period=period, salt=cfg.split.salt
+        ),
+    )
     atomic_write_jsonl(paths.case_scores, result.case_scores)
     atomic_write_json(paths.details, result.details)
     atomic_write_text(

@@ -78,20 +78,27 @@ def _buckets(result: HarnessResult, min_cases: int) -> str:
 def _cross_bucket(result: HarnessResult) -> str:
     rows = []
     for row in result.details.get("cross_bucket_table", []):
-        q = row["percentile_quartiles"]
+        norm = row["normalised_median"]
         rows.append(
             [
                 _e(row["bucket_label"]),
                 "yes" if row["included"] else f'<span class="warn">no ({_e(row["reason"])})</span>',
                 str(row["case_count"]),
-                " / ".join(_num(x, 2) for x in q) if q else "&ndash;",
+                str(row["anchor_count"]),
+                _num(row["anchor_median"]),
+                _num(norm) if norm is not None else _e(row.get("normalisation_reason") or "-"),
             ]
         )
     return (
-        "<h3>Cross-bucket percentile comparison</h3>"
-        '<p class="note">Only buckets flagged ok take part (B7 is a separate baseline in v1; '
-        "buckets with low annotation agreement report absolute scores only).</p>"
-        + _table(["bucket", "included", "cases", "percentile Q1 / Q2 / Q3"], rows)
+        "<h3>Cross-bucket comparison (§3.2 anchor-normalised)</h3>"
+        '<p class="note">Scores are divided by the median score of the bucket\'s admitted '
+        "expert-consensus anchors (kappa &ge; 0.7, &ge; 5 per bucket). Only buckets flagged ok "
+        "take part (B7 is a separate baseline in v1; buckets with low annotation agreement "
+        "report absolute scores only).</p>"
+        + _table(
+            ["bucket", "included", "cases", "anchors", "anchor median", "normalised median"],
+            rows,
+        )
     )
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -34,13 +34,15 @@ import numpy as np
 from fks.evalharness import aggregate, gaming, iaa
 from fks.evalharness.components import frequency_tier_weights, norm_set, rank_correlation
 from fks.evalharness.config import BUCKET_LABELS, IAA_TASKS, HarnessConfig
-from fks.evalharness.degradation import degradation_flags
+from fks.evalharness.degradation import degradation_flags, degradation_review
 from fks.evalharness.dimensions import (
     DIMENSIONS,
+    FLAG_C_KELLY_RETIRED,
     FLAG_D7_POOL,
     FLAG_D10_SAMPLE,
     BatchContext,
     DimensionResult,
+    d6_batch_figures,
     d10_sample_counts,
 )
 from fks.evalharness.inputs import CaseRecord, DoubleAnnotation, GoldRecord
@@ -51,7 +53,7 @@ from fks.evalharness.schema import (
     DimensionScore,
     IAAReport,
 )
-from fks.evalharness.split import assign_splits
+from fks.evalharness.split import assign_splits, out_of_bounds
 from fks.log import track
 from fks.text import normalize
 
@@ -95,25 +97,30 @@ def batch_context(
     cfg: HarnessConfig,
     *,
     all_golds: Sequence[GoldRecord] | None = None,
+    bucket_pairs: Sequence[tuple[CaseRecord, GoldRecord]] | None = None,
 ) -> BatchContext:
     """D6 label weights, D7 coupling rho, base rates and pool admission, D10 sample check.
 
-    The D7 pool admission reads ``all_golds`` (every gold row; default: the pairs' golds) with
-    the ``D7_external`` IAA threshold; the D10 minimum sample counts the pairs (the scored cases).
+    The §1 sample-size gates count the bucket, not the scored split (issue 22): the D7 pool
+    admission and the D10 minimum sample read ``all_golds`` (every gold row; default: the
+    pairs' golds), and the D7 coupling rho of a bucket is taken over ``bucket_pairs`` (every
+    gold case of the bucket that has a prediction, whatever its split; default: the pairs).
     """
     d = cfg.dimensions
     if d.d6_label_weights:
         weights = {normalize(k): v for k, v in d.d6_label_weights.items()}
     else:
+        # issue 22: tiers from the whole gold pool, not the scored split, so every split of a
+        # quarter shares one table (the quarterly table of d6_label_weights replaces it)
         counts: Counter[str] = Counter()
-        for _, g in pairs:
+        for g in all_golds if all_golds is not None else [g for _, g in pairs]:
             if g.harness.bias_labels is not None:
                 counts.update(norm_set(g.harness.bias_labels.m7a))
                 counts.update(norm_set(g.harness.bias_labels.m7b))
         weights = frequency_tier_weights(counts, tiers=d.d6_tier_weights) if counts else {}
     rho: dict[str, float | None] = {}
     by_bucket: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
-    for p, g in pairs:
+    for p, g in bucket_pairs if bucket_pairs is not None else pairs:
         if g.result.s1 is None or g.result.s1.coupling_strength is None:
             continue
         pred_map, gold_map = by_bucket.setdefault(g.bucket_label, ({}, {}))
@@ -135,7 +142,8 @@ def batch_context(
         coupling_rho=rho,
         d7_exceeded_modes=exceeded,
         d7_pool=iaa.d7_pool_admission(pool_golds, cfg.iaa.thresholds["D7_external"]),
-        d10_sample=d10_sample_counts([g for _, g in pairs], cfg),
+        d10_sample=d10_sample_counts(pool_golds, cfg),
+        d6_batch=d6_batch_figures(pairs, weights, cfg),
     )
 
 
@@ -154,15 +162,39 @@ def score_case(
 ) -> tuple[dict[str, DimensionResult], float]:
     """Compute the eleven dimension results of one case and its §2 case score.
 
+    The §3.1 must-evaluate dimensions of the bucket that were not computed get
+    ``dN_required_missing``; a dimension kept in the fixed denominator without a score gets
+    ``required_not_computed`` plus ``components["state"]`` / ``["reasons"]``
+    (:func:`~fks.evalharness.aggregate.case_aggregate`).
+
     Raises:
         CaseNotScorable: no dimension with a positive weight was computed.
     """
     results = {dim: fn(pred, gold, cfg, ctx) for dim, fn in DIMENSIONS.items()}
-    score = aggregate.aggregate_score(
-        {d: r.value for d, r in results.items()}, cfg.weights_for(gold.bucket_label)
+    required = cfg.required_for(gold.bucket_label)
+    for dim in required:
+        r = results[dim]
+        flag = f"{dim.lower()}_required_missing"
+        if r.value is None and flag not in r.flags:
+            results[dim] = replace(r, flags=(*r.flags, flag))
+    score, states = aggregate.case_aggregate(
+        {d: r.value for d, r in results.items()},
+        {d: r.flags for d, r in results.items()},
+        cfg.weights_for(gold.bucket_label),
+        required=required,
+        mode=cfg.aggregate_denominator,
     )
     if score is None:
         raise CaseNotScorable(gold.case_id, sorted({f for r in results.values() for f in r.flags}))
+    for dim, state in states.items():
+        r = results[dim]
+        if state == aggregate.REQUIRED_NOT_COMPUTED:
+            reasons = [f for f in r.flags if f != FLAG_C_KELLY_RETIRED]
+            results[dim] = replace(
+                r,
+                components={**r.components, "state": state, "reasons": reasons},
+                flags=(*r.flags, aggregate.REQUIRED_NOT_COMPUTED),
+            )
     return results, score
 
 
@@ -242,6 +274,71 @@ def _with_percentiles(
     return out, case_pct
 
 
+def _bucket_anchors(
+    cases: Mapping[str, CaseRecord],
+    golds: Sequence[GoldRecord],
+    cfg: HarnessConfig,
+    ctx: BatchContext,
+    case_scores: Sequence[CaseScore],
+) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+    """§3.2 anchors per bucket, over every split: ``({bucket: {case_id: score}}, refused)``.
+
+    An anchor (gold ``bucket_anchor``) is admitted when its ``iaa_kappa`` is >=
+    ``bucket_anchor_min_kappa`` and it has a prediction; anchors outside the scored split are
+    scored with the same batch context (their scores only set the bucket's full mark).
+    ``refused`` maps the other anchors to the reason.
+    """
+    scored = {c.case_id: c.aggregate_score for c in case_scores}
+    out: dict[str, dict[str, float]] = {}
+    refused: dict[str, str] = {}
+    for g in golds:
+        if not g.bucket_anchor:
+            continue
+        if g.iaa_kappa is None or g.iaa_kappa < cfg.bucket_anchor_min_kappa:
+            refused[g.case_id] = f"iaa_kappa {g.iaa_kappa} < {cfg.bucket_anchor_min_kappa}"
+            continue
+        if g.case_id in scored:
+            score = scored[g.case_id]
+        elif g.case_id in cases:
+            try:
+                score = score_case(cases[g.case_id], g, cfg, ctx)[1]
+            except CaseNotScorable:
+                refused[g.case_id] = "no dimension computed"
+                continue
+        else:
+            refused[g.case_id] = "no prediction"
+            continue
+        out.setdefault(g.bucket_label, {})[g.case_id] = score
+    return out, refused
+
+
+def _d8_by_type(case_scores: Sequence[CaseScore]) -> dict[str, dict[str, Any]]:
+    """§1 D8: the two sample types (cross-period same-bucket, cross-bucket same-period) apart.
+
+    ``{comparison_type: {"n", "median", "by_bucket": {bucket: {"n", "median"}}}}`` over the
+    computed D8 scores.
+    """
+    groups: dict[str, dict[str, list[float]]] = {}
+    for cs in case_scores:
+        d8 = cs.dimensions.get("D8")
+        if d8 is None or d8.raw_score is None:
+            continue
+        kind = str(d8.components.get("comparison_type"))
+        groups.setdefault(kind, {}).setdefault(cs.bucket_label, []).append(d8.raw_score)
+    out = {}
+    for kind, by_bucket in sorted(groups.items()):
+        values = [v for vs in by_bucket.values() for v in vs]
+        out[kind] = {
+            "n": len(values),
+            "median": float(np.median(values)),
+            "by_bucket": {
+                b: {"n": len(vs), "median": float(np.median(vs))}
+                for b, vs in sorted(by_bucket.items())
+            },
+        }
+    return out
+
+
 def _d5_bucket_summary(case_scores: Sequence[CaseScore]) -> dict[str, dict[str, Any]]:
     """Sum the D5 confusion matrices and the not-applicable FP rate per bucket (§7)."""
     out: dict[str, dict[str, Any]] = {}
@@ -263,11 +360,26 @@ def _d5_bucket_summary(case_scores: Sequence[CaseScore]) -> dict[str, dict[str, 
     return out
 
 
-def _splits(golds: Sequence[GoldRecord], cfg: HarnessConfig) -> dict[str, str]:
-    """§4.1 split of every gold case (bucket-uniform holdout, optional anchor placement)."""
+def anchor_placement(golds: Sequence[GoldRecord], cfg: HarnessConfig) -> dict[str, Any]:
+    """Whether the 10/3/1 anchor placement applies (``split.force_anchor_placement``)."""
+    anchors = [g.case_id for g in golds if g.self_annotated_anchor]
+    want = sum(cfg.split.anchor_counts.values())
+    mode = cfg.split.force_anchor_placement
+    placed = mode is True or (mode == "auto" and len(anchors) == want)
+    out: dict[str, Any] = {"mode": mode, "anchors": len(anchors), "expected": want}
+    out["placed"] = placed
+    if not placed and anchors and mode == "auto":
+        out["reason"] = f"{len(anchors)} self-annotated anchors, not {want}: left to the hash"
+    return out
+
+
+def _splits(
+    golds: Sequence[GoldRecord], cfg: HarnessConfig, pinned: Mapping[str, str] | None
+) -> dict[str, str]:
+    """§4.1 split of every gold case: pinned cases kept, holdout rule, anchor placement."""
     anchors = (
         [g.case_id for g in golds if g.self_annotated_anchor]
-        if cfg.split.force_anchor_placement
+        if anchor_placement(golds, cfg)["placed"]
         else None
     )
     return assign_splits(
@@ -275,6 +387,7 @@ def _splits(golds: Sequence[GoldRecord], cfg: HarnessConfig) -> dict[str, str]:
         salt=cfg.split.salt,
         anchors=anchors,
         anchor_counts=cfg.split.anchor_counts,
+        pinned=pinned,
     )
 
 
@@ -303,14 +416,18 @@ def _details(
     reports: Mapping[str, BucketReport],
     ctx: BatchContext,
     cfg: HarnessConfig,
+    anchor_scores: Mapping[str, Mapping[str, float]],
+    anchor_refused: Mapping[str, str],
 ) -> dict[str, Any]:
     """Diagnostics that the §8.2 records have no field for (``harness_details.json``)."""
     by_bucket: dict[str, list[CaseScore]] = {}
     for cs in case_scores:
         by_bucket.setdefault(cs.bucket_label, []).append(cs)
-    anchors = {g.case_id for g in selected if g.bucket_anchor}
-    percentiles = {
-        b: [case_pct[c.case_id]["percentile"] for c in members] for b, members in by_bucket.items()
+    normalisation = {
+        b: aggregate.anchor_normalisation(
+            members, anchor_scores.get(b, {}), min_anchors=cfg.bucket_anchor_min
+        )
+        for b, members in by_bucket.items()
     }
     return {
         "split_counts": dict(Counter(splits.values())),
@@ -320,13 +437,14 @@ def _details(
             if any(g.bucket_label == b for g in golds)
         },
         "case_percentiles": dict(case_pct),
-        "cross_bucket_table": aggregate.cross_bucket_table(reports, percentiles),
-        "bucket_normalisation": {
-            b: aggregate.anchor_normalisation(members, anchors, min_anchors=cfg.bucket_anchor_min)
-            for b, members in by_bucket.items()
-        },
+        "cross_bucket_table": aggregate.cross_bucket_table(reports, normalisation),
+        "bucket_normalisation": normalisation,
+        "bucket_anchors_refused": anchor_refused,
         "d5_by_bucket": _d5_bucket_summary(case_scores),
+        "d8_by_type": _d8_by_type(case_scores),
         "d6_label_weights": dict(ctx.label_weights),
+        "d6_label_weights_source": "config" if cfg.dimensions.d6_label_weights else "gold_pool",
+        "d6_batch": dict(ctx.d6_batch or {}),
         "d7_coupling_rho": dict(ctx.coupling_rho),
         "d7_exceeded_modes": sorted(ctx.d7_exceeded_modes),
         "d7_pool": dict(ctx.d7_pool or {}),
@@ -343,6 +461,7 @@ def score_batch(
     *,
     split: str = "test",
     baseline: BatchReport | None = None,
+    pinned_splits: Mapping[str, str] | None = None,
 ) -> HarnessResult:
     """Score the cases of ``split`` and build the §8.2 :class:`BatchReport`.
 
@@ -352,12 +471,15 @@ def score_batch(
         cfg: the harness configuration.
         split: ``"dev"``, ``"test"`` or ``"holdout"``.
         baseline: last quarter's report, for §6 degradation flags.
+        pinned_splits: stored split assignments (never moved; see
+            :func:`~fks.evalharness.split.assign_splits`). ``details["splits"]`` holds the full
+            assignment to store back, ``details["split_new_cases"]`` the cases assigned now.
 
     Raises:
         EmptySplit: no gold case falls in ``split``.
         CaseNotScorable: a case's gold annotates no weighted dimension.
     """
-    splits = _splits(golds, cfg)
+    splits = _splits(golds, cfg, pinned_splits)
     selected = [g for g in golds if splits[g.case_id] == split]
     if not selected:
         raise EmptySplit(f"no gold case falls in split {split!r} ({len(golds)} cases in all)")
@@ -367,18 +489,27 @@ def score_batch(
             "%d case(s) of split %s have no prediction; scored as empty", len(missing), split
         )
     pairs = [(cases.get(g.case_id) or CaseRecord(case_id=g.case_id), g) for g in selected]
-    ctx = batch_context(pairs, cfg, all_golds=golds)
+    ctx = batch_context(
+        pairs,
+        cfg,
+        all_golds=golds,
+        bucket_pairs=[(cases[g.case_id], g) for g in golds if g.case_id in cases],
+    )
     case_results = []
     for p, g in track(pairs, "scoring cases", total=len(pairs)):
         results, score = score_case(p, g, cfg, ctx)
         case_results.append((g, results, score))
     case_scores, case_pct = _with_percentiles(case_results, cfg, split)
+    anchor_scores, anchor_refused = _bucket_anchors(cases, golds, cfg, ctx, case_scores)
     low = _annotation_low(golds, cfg)
+    bucket_sizes = Counter(g.bucket_label for g in golds)
     reports: dict[str, BucketReport] = {}
     for b in BUCKET_LABELS:
         members = [c for c in case_scores if c.bucket_label == b]
         if members:
-            reports[b] = aggregate.bucket_report(b, members, cfg, annotation_low=b in low)
+            reports[b] = aggregate.bucket_report(
+                b, members, cfg, annotation_low=b in low, bucket_size=bucket_sizes[b]
+            )
     iaa_reports, summaries = _iaa(golds, cfg)
     flags = degradation_flags(baseline, reports, case_scores, cfg.degradation) if baseline else []
     report = BatchReport(
@@ -396,6 +527,18 @@ def score_batch(
         reports=reports,
         ctx=ctx,
         cfg=cfg,
+        anchor_scores=anchor_scores,
+        anchor_refused=anchor_refused,
     )
     details.update(missing_predictions=missing, annotation_low_tasks=low, iaa=summaries)
+    details["bucket_sizes"] = dict(bucket_sizes)
+    details["degradation_review"] = (
+        degradation_review(baseline, reports, case_scores, cfg.degradation) if baseline else []
+    )
+    details.update(
+        splits=dict(splits),
+        split_new_cases=sorted(c for c in splits if c not in (pinned_splits or {})),
+        holdout_out_of_bounds=out_of_bounds({g.case_id: g.bucket_label for g in golds}, splits),
+        anchor_placement=anchor_placement(golds, cfg),
+    )
     return HarnessResult(report=report, case_scores=case_scores, details=details)
