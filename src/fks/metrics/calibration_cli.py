@@ -52,6 +52,12 @@ def run_cmd(
         help="At most this many risk-coverage points in the JSON.")] = 512,
     plots: Annotated[bool, typer.Option(
         help="Also write PNG plots (needs matplotlib).")] = False,
+    min_facts_for_interval: Annotated[int, typer.Option(
+        help="A sample with fewer distinct facts gets no interval (the reason is shown).")
+    ] = 10,
+    tokenizer: Annotated[str | None, typer.Option(
+        help="Local tokenizer folder for the answer-span token offsets; default: the run "
+             "manifest's model folder.")] = None,
 ) -> None:
     """Write RUN/metrics/calibration_summary.json (also the default: fks calibrate RUN)."""
     from fks.cli import get_configs
@@ -63,15 +69,19 @@ def run_cmd(
     settings = CalibrationSettings(
         bins=bins, nll_eps=nll_eps, coverages=tuple(coverage or base.coverages),
         dev_fraction=dev_fraction, max_curve_points=max_curve_points,
-        n_resamples=boot.n_resamples, level=boot.confidence, seed=boot.seed)
+        n_resamples=boot.n_resamples, level=boot.confidence, seed=boot.seed,
+        min_facts_for_interval=min_facts_for_interval, tokenizer=tokenizer)
     summary = run_calibration(run, configs=configs, benchmark=benchmark, settings=settings,
                               plots=plots)
     for name, reading in summary["readings"].items():
         for src, block in reading["sources"].items():
             fig = block.get("figures")
-            if fig:
-                log.info("%s / %s: n=%d brier=%.4f ece=%.4f aurc=%.4f", name, src, fig["n"],
-                         fig["brier"], fig["ece_equal_width"], fig["aurc"])
+            e2e = (block.get("end_to_end") or {}).get("figures")
+            if fig and e2e:
+                log.info("%s / %s: n=%d brier=%.4f ece=%.4f aurc=%.4f | end-to-end n=%d "
+                         "accuracy=%.4f aurc=%.4f risk@1.0=%.4f", name, src, fig["n"],
+                         fig["brier"], fig["ece_equal_width"], fig["aurc"], e2e["n"],
+                         e2e["accuracy"], e2e["aurc"], 1.0 - e2e["accuracy"])
 
 
 @calibrate_app.command("elicit")
