@@ -161,19 +161,27 @@ def fact_clustered_intervals(
 
 
 def per_bin_accuracy_intervals(
-    bucket: Any, correct: Any, fact_codes: Any, bins: int, *, n_resamples: int = 1000,
-    level: float = 0.95, seed: int | None = DEFAULT_SEED, min_facts: int = 1,
+    bucket: Any, correct: Any, fact_codes: Any, bins: int, *, level: float = 0.95,
+    min_facts: int = 1,
 ) -> dict[str, list]:
-    r"""Fact-clustered percentile intervals of each bin's accuracy.
+    r"""Fact-clustered intervals of each bin's accuracy: Wilson at the effective sample size.
 
-    Per fact ``f`` and bin ``k``: ``N_fk`` rows and ``Y_fk`` correct rows; replicate ``b`` with
-    fact multiplicities ``w_b`` gives ``acc_k = w_b Y_k / w_b N_k``. A replicate in which bin
-    ``k`` is empty says nothing about it and is left out of that bin's percentiles. A bin with
-    fewer than ``min_facts`` distinct facts gets no interval (null).
+    The queries of one fact are not independent. Bin ``k`` holds ``m_f`` rows of fact ``f``;
+    its effective number of independent observations when a fact's rows all agree (the worst
+    case, intra-fact correlation 1) is Kish's ``n_eff = (sum_f m_f)^2 / sum_f m_f^2`` (the
+    number of facts when they weigh the same). The interval is the Wilson score interval of
+    the bin's accuracy ``p`` at ``n_eff`` instead of the row count ``n``. Since the design effect
+    ``1 + (m_w - 1) rho`` never exceeds ``n / n_eff`` for ``rho <= 1``, this is conservative for
+    any intra-fact correlation, and it does not shrink when a fact is simply asked more often
+    (repeating each fact's rows leaves ``n_eff`` unchanged). It is never zero-width, also for a
+    bin whose rows are all correct (a percentile bootstrap would say ``[1, 1]`` there). A bin
+    with fewer than ``min_facts`` distinct facts gets no interval (null).
 
     Returns:
-        ``{"low", "high", "n_facts"}``, lists of length ``bins``.
+        ``{"low", "high", "n_facts", "n_effective"}``, lists of length ``bins``.
     """
+    from fks.metrics._calibration_core import wilson_interval
+
     b_idx = np.asarray(bucket, dtype=np.int64)
     y = np.asarray(correct, dtype=float)
     codes = np.asarray(fact_codes, dtype=np.int64)
@@ -184,21 +192,16 @@ def per_bin_accuracy_intervals(
     cnt = np.bincount(cell, minlength=n_facts * bins).reshape(n_facts, bins).astype(float)
     ok = np.bincount(cell, weights=y, minlength=n_facts * bins).reshape(n_facts, bins)
     facts_per_bin = (cnt > 0).sum(axis=0)
-    rng = np.random.default_rng(seed)
-    w = _fact_weights(resample_indices(n_facts, n_resamples, rng=rng), n_facts)
-    tn, ty = w @ cnt, w @ ok  # (B, K)
-    low: list[float | None] = []
-    high: list[float | None] = []
-    for k in range(bins):
-        keep = tn[:, k] > 0
-        if facts_per_bin[k] == 0 or facts_per_bin[k] < min_facts or not keep.any():
-            low.append(None)
-            high.append(None)
-            continue
-        lo, hi = percentile_interval(ty[keep, k] / tn[keep, k], confidence=level)
-        low.append(lo)
-        high.append(hi)
-    return {"low": low, "high": high, "n_facts": facts_per_bin.astype(int).tolist()}
+    n = cnt.sum(axis=0)
+    sq = (cnt ** 2).sum(axis=0)
+    n_eff = np.divide(n ** 2, sq, out=np.zeros(bins), where=sq > 0)
+    acc = np.divide(ok.sum(axis=0), n, out=np.zeros(bins), where=n > 0)
+    lo, hi = wilson_interval(acc * np.maximum(n_eff, 1.0), np.maximum(n_eff, 1.0), level=level)
+    show = (facts_per_bin > 0) & (facts_per_bin >= min_facts)
+    return {"low": [float(v) if k else None for v, k in zip(lo, show, strict=True)],
+            "high": [float(v) if k else None for v, k in zip(hi, show, strict=True)],
+            "n_facts": facts_per_bin.astype(int).tolist(),
+            "n_effective": [float(v) if c else None for v, c in zip(n_eff, n > 0, strict=True)]}
 
 
 def paired_difference_intervals(

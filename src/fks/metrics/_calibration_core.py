@@ -332,8 +332,7 @@ def _nullable(values: np.ndarray, present: np.ndarray) -> list[float | None]:
 
 def reliability_table(
     confidence: Any, correct: Any, *, bins: int = 10, binning: Binning = "equal_width",
-    level: float = 0.95, fact_codes: Any = None, n_resamples: int = 1000,
-    seed: int | None = 0, min_facts: int = 1,
+    level: float = 0.95, fact_codes: Any = None, min_facts: int = 1,
 ) -> dict[str, Any]:
     """ECE with its binning, and the reliability diagram's per-bin data.
 
@@ -345,15 +344,15 @@ def reliability_table(
             (:func:`equal_mass_bins`, by rank, ties together).
         level: coverage of the per-bin intervals of accuracy.
         fact_codes: ``(n,)`` ints ``0..F-1``, the fact of each row. When given, each bin's
-            interval is a percentile bootstrap resampling *facts* (the queries of one fact are
-            not independent); without it, the row-level Wilson interval (labelled so).
-        n_resamples: the fact bootstrap's replicates.
-        seed: the fact bootstrap's seed.
+            interval is clustered by fact (the queries of one fact are not independent): the
+            Wilson interval at the bin's effective number of facts
+            (:func:`fks.metrics._calibration_boot.per_bin_accuracy_intervals`); without it,
+            the row-level Wilson interval (labelled so).
         min_facts: a bin holding fewer distinct facts than this gets no interval (null).
 
     Returns:
         ``{"binning", "bins", "edges" (K+1,), "counts", "n_facts", "n_correct",
-        "mean_confidence", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "gap"
+        "n_effective", "mean_confidence", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "gap"
         (accuracy - confidence), "ece", "mce", "n_empty_bins", "empty_bin_policy", "interval",
         "n"}``; per-bin lists have ``K`` entries, null for an empty bin.
     """
@@ -380,23 +379,26 @@ def reliability_table(
         lo, hi = wilson_interval(n_ok, safe, level=level)
         lo_l, hi_l = _nullable(lo, has), _nullable(hi, has)
         n_facts: list[int | None] = [None] * bins
+        n_eff: list[float | None] = [None] * bins
         interval = (f"row-level Wilson score interval of each bin's accuracy, level {level:g} "
                     "(no fact ids given: treats every row as independent)")
     else:
         from fks.metrics._calibration_boot import per_bin_accuracy_intervals
 
         codes = np.asarray(fact_codes, dtype=np.int64)
-        per_bin = per_bin_accuracy_intervals(bucket, corr, codes, bins, n_resamples=n_resamples,
-                                             level=level, seed=seed, min_facts=min_facts)
+        per_bin = per_bin_accuracy_intervals(bucket, corr, codes, bins, level=level,
+                                             min_facts=min_facts)
         lo_l, hi_l, n_facts = per_bin["low"], per_bin["high"], per_bin["n_facts"]
-        interval = (f"percentile bootstrap of each bin's accuracy resampling facts (all rows "
-                    f"of a drawn fact kept), {n_resamples} replicates, level {level:g}, seed "
-                    f"{seed}; a bin with fewer than {min_facts} facts gets no interval")
+        n_eff = per_bin["n_effective"]
+        interval = (f"fact-clustered: Wilson score interval of each bin's accuracy at its "
+                    f"effective number of facts n_eff = (sum_f m_f)^2 / sum_f m_f^2 (m_f rows "
+                    f"of fact f in the bin), level {level:g}; a bin with fewer than {min_facts} "
+                    "facts gets no interval")
     gap = acc - mean_p
     return {
         "binning": binning, "rule": rule, "bins": bins, "n": int(conf.size),
         "edges": edges.tolist(),
-        "counts": counts.astype(int).tolist(), "n_facts": n_facts,
+        "counts": counts.astype(int).tolist(), "n_facts": n_facts, "n_effective": n_eff,
         "n_correct": n_ok.astype(int).tolist(),
         "mean_confidence": _nullable(mean_p, has), "accuracy": _nullable(acc, has),
         "accuracy_ci_low": lo_l, "accuracy_ci_high": hi_l,
@@ -488,14 +490,13 @@ def downsample_curve(curve: dict[str, np.ndarray], max_points: int) -> dict[str,
 def calibration_report(
     confidence: Any, correct: Any, *, bins: int = 10, nll_eps: float = DEFAULT_NLL_EPS,
     coverages: Sequence[float] = (0.25, 0.5, 0.75, 0.9, 1.0), max_curve_points: int = 512,
-    view: str = "confidence", fact_codes: Any = None, n_resamples: int = 1000,
-    level: float = 0.95, seed: int | None = 0, min_facts: int = 1,
+    view: str = "confidence", fact_codes: Any = None, level: float = 0.95, min_facts: int = 1,
 ) -> dict[str, Any]:
     """Every calibration figure of one sample: scores, reliability data, risk-coverage.
 
     ``view`` (:data:`COVERAGE_VIEWS`) says which coverage the sample stands for and is stamped
-    on the result and on every risk-at-coverage entry; ``fact_codes`` (with ``n_resamples``,
-    ``level``, ``seed``, ``min_facts``) makes the per-bin intervals fact-clustered
+    on the result and on every risk-at-coverage entry; ``fact_codes`` (with ``level`` and
+    ``min_facts``) makes the per-bin intervals fact-clustered
     (:func:`reliability_table`).
 
     Returns ``{"coverage_view", "n", "accuracy", "mean_confidence", "brier", "nll",
@@ -506,8 +507,7 @@ def calibration_report(
     conf, corr = as_observations(confidence, correct)
     core = calibration_summary(conf, corr, bins=bins)
     curve = risk_coverage_curve(conf, corr)
-    boot = {"fact_codes": fact_codes, "n_resamples": n_resamples, "seed": seed,
-            "min_facts": min_facts, "level": level}
+    boot = {"fact_codes": fact_codes, "min_facts": min_facts, "level": level}
     width = reliability_table(conf, corr, bins=bins, binning="equal_width", **boot)
     mass = reliability_table(conf, corr, bins=bins, binning="equal_mass", **boot)
     return {

@@ -226,7 +226,8 @@ class CalibrationSettings:
                 "min_facts": self.min_facts_for_interval,
                 "rule": f"a sample (source, slice, bin) with fewer than "
                         f"{self.min_facts_for_interval} distinct facts gets no interval, with "
-                        "the reason; per-bin accuracy intervals and paired differences resample "
+                        "the reason; per-bin accuracy intervals are Wilson at the bin's effective "
+                        "number of facts; figure intervals and paired differences resample "
                         "facts"},
             "max_curve_points": self.max_curve_points,
             "bootstrap": {"unit": "fact", "n_resamples": self.n_resamples, "level": self.level,
@@ -775,8 +776,7 @@ def _view(p: np.ndarray, y: np.ndarray, facts: list[str], s: CalibrationSettings
     codes = _codes(facts)
     report = calibration_report(
         p, y, bins=s.bins, nll_eps=s.nll_eps, coverages=s.coverages,
-        max_curve_points=s.max_curve_points, view=view, fact_codes=codes,
-        n_resamples=s.n_resamples, level=s.level, seed=s.seed,
+        max_curve_points=s.max_curve_points, view=view, fact_codes=codes, level=s.level,
         min_facts=s.min_facts_for_interval)
     figures = {k: v for k, v in report.items() if k not in ("reliability", "risk_coverage")}
     figures["n_facts"] = len(set(facts))
