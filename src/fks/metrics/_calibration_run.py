@@ -72,6 +72,8 @@ from fks.metrics._calibration_span import (
 )
 from fks.metrics._calibration_verbalized import (
     ELICITATION_VERSION,
+    PRIMARY_VARIANT,
+    VARIANTS,
     VERBALIZED_NAME,
     VerbalizedRecord,
     parse_verbalized_confidence,
@@ -116,8 +118,10 @@ SOURCES: dict[str, str] = {
     "first_token_probability": "exp(answer_logprobs[0]): probability of the first token only",
     **SPAN_SOURCES,
     "verbalized": (
-        f"verbalized probability from the frozen elicitation prompt {ELICITATION_VERSION} "
-        "(RUN/verbalized.jsonl, written by `fks calibrate elicit`), parsed strictly"),
+        f"verbalized probability from the frozen elicitation prompt {ELICITATION_VERSION}, "
+        f"variant {PRIMARY_VARIANT} (RUN/verbalized.jsonl, written by `fks calibrate elicit`), "
+        "parsed strictly; the other wording/order/language variants are in each reading's "
+        "verbalized_variants with the spread of their ECE"),
     "consistency": (
         "cross-condition consistency: the family-balanced share p_f(a) of the fact's "
         "main-family answers in the query's cluster (the distribution whose argmax is the "
@@ -260,6 +264,8 @@ class QueryRow:
     answer_tokens: int | None = None
     difficulty: str = "unknown"
     data_source: str = "unknown"
+    #: verbalized confidence of every elicitation variant (when verbalized.jsonl exists)
+    verbal_variants: dict[str, tuple[float | None, str | None]] = field(default_factory=dict)
     #: source -> (value, None) or (None, reason it is invalid)
     confidence: dict[str, tuple[float | None, str | None]] = field(default_factory=dict)
 
@@ -457,14 +463,71 @@ def _check_behavior_file(run_dir: Path, fb: Any) -> dict[str, Any] | None:
             "modal_cluster_differs": len(differ), "facts_differing": differ[:20]}
 
 
-def _verbalized(run_dir: Path, gens: dict[str, GenerationRecord], model: str
-                ) -> dict[str, VerbalizedRecord] | None:
+def _verbalized(run_dir: Path, gens: dict[str, GenerationRecord], model: str,
+                manifest: dict[str, Any]) -> dict[str, dict[str, VerbalizedRecord]] | None:
+    """Read ``verbalized.jsonl`` as ``{query_id: {variant: record}}``, checking the protocol.
+
+    Exit 2 (file, line, field) for another ``elicitation_version``, an unknown ``variant``, a
+    duplicate (query, variant), a row of a query without a generation (or another fact), and
+    an eliciting model other than the run's: the weights hash when both sides have one, else
+    the model path / name.
+    """
     path = run_dir / VERBALIZED_NAME
     if not path.is_file():
         return None
-    part = _read_by_query(path, VerbalizedRecord, model)
-    _check_subset(part, gens)
-    return part.rows
+    backend = manifest.get("backend") or {}
+    run_hash = manifest.get("weights_sha256") or backend.get("weights_sha256")
+    run_names = {str(v) for v in (model, (manifest.get("model") or {}).get("name"),
+                                  (manifest.get("model") or {}).get("path"),
+                                  backend.get("model_path")) if v}
+    out: dict[str, dict[str, VerbalizedRecord]] = {}
+    for line, rec in iter_jsonl(path, VerbalizedRecord):
+        assert isinstance(rec, VerbalizedRecord)
+        where = {"path": path, "line": line}
+        if rec.model != model:
+            raise FksInputError(f"a run directory holds one model; expected {model!r}, found "
+                                f"{rec.model!r}", field="model", **where)
+        if rec.elicitation_version != ELICITATION_VERSION:
+            raise FksInputError(f"elicited under {rec.elicitation_version!r}, but this fks "
+                                f"reads {ELICITATION_VERSION!r} (re-run `fks calibrate elicit` "
+                                "into a fresh file)", field="elicitation_version", **where)
+        if rec.variant not in VARIANTS:
+            raise FksInputError(f"unknown variant {rec.variant!r}", field="variant", **where)
+        ident = rec.eliciting_model or {}
+        e_hash, e_name = ident.get("weights_sha256"), ident.get("model_path")
+        if run_hash and e_hash:
+            if e_hash != run_hash:
+                raise FksInputError(f"elicited from weights {str(e_hash)[:12]}..., the run's "
+                                    f"generations from {str(run_hash)[:12]}...",
+                                    field="eliciting_model.weights_sha256", **where)
+        elif e_name is None or str(e_name) not in run_names:
+            raise FksInputError(f"elicited from {e_name!r}, not the run's model "
+                                f"({', '.join(sorted(run_names))})",
+                                field="eliciting_model.model_path", **where)
+        gen = gens.get(rec.query_id)
+        if gen is None:
+            raise FksInputError(f"{rec.query_id} has no row in generations.jsonl",
+                                field="query_id", **where)
+        if gen.fact_id != rec.fact_id:
+            raise FksInputError(f"expected fact {gen.fact_id!r} for {rec.query_id}, found "
+                                f"{rec.fact_id!r}", field="fact_id", **where)
+        per = out.setdefault(rec.query_id, {})
+        if rec.variant in per:
+            raise FksInputError(f"{rec.query_id} / {rec.variant} is recorded twice",
+                                field="query_id", **where)
+        per[rec.variant] = rec
+    return out
+
+
+def _variant_values(recs: dict[str, VerbalizedRecord] | None, language: str
+                    ) -> dict[str, tuple[float | None, str | None]]:
+    """Each variant's (value, reason) for one query; ``query/*`` = ``en/*`` for English."""
+    out: dict[str, tuple[float | None, str | None]] = {}
+    for v in VARIANTS:
+        look = v.replace("query/", "en/", 1) if v.startswith("query/") and language == "en" \
+            else v
+        out[v] = _verbalized_value((recs or {}).get(look))
+    return out
 
 
 def _verbalized_value(rec: VerbalizedRecord | None) -> tuple[float | None, str | None]:
@@ -499,7 +562,8 @@ def _query_row(item: Any, gen: GenerationRecord | None, judged: JudgedRecord | N
     else:
         row.confidence["consistency"] = (None, "no_main_family_answers")
     if ctx["verbalized"] is not None:
-        row.confidence["verbalized"] = _verbalized_value(ctx["verbalized"].get(row.query_id))
+        row.verbal_variants = _variant_values(ctx["verbalized"].get(row.query_id), row.language)
+        row.confidence["verbalized"] = row.verbal_variants[PRIMARY_VARIANT]
     if ctx.get("semantic") is not None:
         row.confidence.update(ctx["semantic"].confidences(row.query_id))
     return row
@@ -632,7 +696,7 @@ def load_run(run_dir: str | Path, *, main_families: Sequence[str],
                       "source": bench_source}
     items, n_not_selected = _universe(bench, manifest, gen_part)
     share, covered, fb = _consistency(judged, main_families)
-    verbalized = _verbalized(run_dir, gens, model)
+    verbalized = _verbalized(run_dir, gens, model, manifest)
     if verbalized is not None:
         files[VERBALIZED_NAME] = sha256_file(run_dir / VERBALIZED_NAME)
     aliases = [str(v) for v in ((manifest.get("model") or {}).get("path"),
@@ -848,6 +912,54 @@ def _common_support(rows: Sequence[QueryRow], sources: Sequence[str], s: Calibra
     return out
 
 
+def _variant_spread(rows: Sequence[QueryRow], s: CalibrationSettings) -> dict[str, Any]:
+    """Each elicitation variant's figures on the answered rows, and the spread of ECE.
+
+    Every variant is scored on its own valid rows; ``common`` repeats ECE on the rows where
+    every variant is valid, so the spread is not a difference of samples.
+    """
+    answered = [r for r in rows if r.outcome == "answered"]
+    per: dict[str, Any] = {}
+    for v in VARIANTS:
+        ok = [r for r in answered if r.verbal_variants.get(v, (None, None))[0] is not None]
+        entry: dict[str, Any] = {"n_answered": len(answered), "n_valid": len(ok),
+                                 "invalid_reasons": dict(sorted(Counter(
+                                     r.verbal_variants.get(v, (None, "not_elicited"))[1]
+                                     or "unknown" for r in answered
+                                     if r.verbal_variants.get(v, (None, None))[0] is None
+                                 ).items()))}
+        if ok:
+            p = np.array([r.verbal_variants[v][0] for r in ok], dtype=float)
+            y = np.array([r.correct for r in ok], dtype=float)
+            core = calibration_summary(p, y, bins=s.bins)
+            entry.update(ece_equal_width=core["ece"], brier=core["brier"],
+                         aurc=aurc(core["coverage"], core["risk"]),
+                         mean_confidence=float(p.mean()), accuracy=float(y.mean()))
+        per[v] = entry
+    common = [r for r in answered
+              if all(r.verbal_variants.get(v, (None, None))[0] is not None for v in VARIANTS)]
+    common_ece: dict[str, float] = {}
+    if common:
+        y = np.array([r.correct for r in common], dtype=float)
+        for v in VARIANTS:
+            p = np.array([r.verbal_variants[v][0] for r in common], dtype=float)
+            common_ece[v] = calibration_summary(p, y, bins=s.bins)["ece"]
+
+    def spread(values: list[float]) -> dict[str, Any] | None:
+        if not values:
+            return None
+        arr = np.asarray(values)
+        return {"n_variants": int(arr.size), "min": float(arr.min()), "max": float(arr.max()),
+                "range": float(arr.max() - arr.min()),
+                "sd": float(arr.std(ddof=1)) if arr.size > 1 else None}
+
+    return {"variants": per, "primary": PRIMARY_VARIANT,
+            "ece_spread": spread([e["ece_equal_width"] for e in per.values()
+                                  if "ece_equal_width" in e]),
+            "common": {"n": len(common), "ece": common_ece,
+                       "ece_spread": spread(list(common_ece.values()))}}
+
+
 def _judge_diagnostic(rows: Sequence[QueryRow]) -> dict[str, Any]:
     """Tabulate the judge's confidence values against the outcomes (never a calibration)."""
     table: dict[str, dict[str, int]] = {}
@@ -885,6 +997,8 @@ def _reading(rows: list[QueryRow], available: list[str], missing: dict[str, str]
     out["common_support"] = _common_support(
         rows, [a for a in available if a not in SE_SOURCES], s)
     out["judge_confidence_diagnostic"] = _judge_diagnostic(rows)
+    if "verbalized" in available:
+        out["verbalized_variants"] = _variant_spread(rows, s)
     return out
 
 

@@ -101,6 +101,9 @@ def elicit_cmd(
                         ] = None,
     api_key_env: Annotated[str, typer.Option(help="Variable holding the API key (openai).")
                            ] = "OPENAI_API_KEY",
+    variants: Annotated[str, typer.Option(
+        help="all: every wording/order/language variant (the protocol); primary: one prompt.")
+    ] = "all",
 ) -> None:
     """Ask the model for a verbalized probability of each of its answers (RUN/verbalized.jsonl)."""
     from fks.cli import get_configs
@@ -117,6 +120,8 @@ def elicit_cmd(
     if not bench:
         raise FksInputError("--benchmark is required (the run manifest names none)",
                             field="benchmark")
+    if variants not in ("all", "primary"):
+        raise FksInputError(f"must be all or primary; found {variants!r}", field="variants")
     if backend == "openai" and not base_url:
         raise FksInputError("--base-url is required with --backend openai", field="base_url")
     loaded = load_benchmark(bench)  # cheap input checks before the (slow) model load
@@ -127,7 +132,8 @@ def elicit_cmd(
         opts = {"revision": revision}
     gen = make_backend(backend, model_path, configs=configs, device=device,
                        trust_remote_code=trust_remote_code, **opts)
-    info = elicit_verbalized(run, gen, benchmark=loaded, batch_size=batch_size)
+    info = elicit_verbalized(run, gen, benchmark=loaded, batch_size=batch_size,
+                             variants=variants)
     log.info("verbalized confidence: %s", info)
 
 
