@@ -122,7 +122,13 @@ def test_sample_cli_writes_resumable_rows(sampled, tiny_model_dir):
     _, bench, run = sampled
     rows = read_jsonl(run / "samples.jsonl")
     _, queries = tiny_benchmark_rows()
-    main_ids = [q["query_id"] for q in queries if q["use_for_main_forward"]][:4]
+    import hashlib
+
+    main = [q for q in queries if q["use_for_main_forward"]]
+    # whole facts in sha256("fks-sampling-v1:" + fact_id) order, not the head of the file
+    order = sorted(range(len(main)), key=lambda i: (hashlib.sha256(
+        f"fks-sampling-v1:{main[i]['fact_id']}".encode()).hexdigest(), i))
+    main_ids = [main[i]["query_id"] for i in order][:4]
     assert [r["query_id"] for r in rows] == main_ids
     assert all(len(r["samples"]) == 3 and r["k"] == 3 and r["temperature"] == 1.0
                for r in rows)

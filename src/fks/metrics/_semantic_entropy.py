@@ -43,6 +43,7 @@ A samples file drawn from another model than the run's generations is exit 2.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import logging
 import math
@@ -312,16 +313,22 @@ class SampleRecord(BaseModel):
 
 
 def _sample_queries(bench: Any, run_dir: Path, limit: int | None) -> list[Any]:
-    """List the queries to sample, in benchmark order, then the first ``limit``.
+    """List the queries to sample.
 
     Main-forward queries (each query's own boolean); the generated ones only when
-    ``RUN/generations.jsonl`` exists.
+    ``RUN/generations.jsonl`` exists. Order: whole facts in ``sha256(SAMPLING_VERSION + ":" +
+    fact_id)`` order, a fact's queries in benchmark order; ``limit`` keeps the first ``limit``
+    queries of that order, so a slice spreads over relations and facts instead of being the
+    head of the file (and a fact is cut at most once, at the end).
     """
     qs = [q for q in bench.queries if q.use_for_main_forward]
     gen_path = run_dir / "generations.jsonl"
     if gen_path.is_file():
         done = {row.get("query_id") for _, row in iter_jsonl(gen_path)}
         qs = [q for q in qs if q.query_id in done]
+    rank = {f: hashlib.sha256(f"{SAMPLING_VERSION}:{f}".encode()).hexdigest()
+            for f in {q.fact_id for q in qs}}
+    qs = [q for _, q in sorted(enumerate(qs), key=lambda iq: (rank[iq[1].fact_id], iq[0]))]
     if limit is not None:
         if limit < 0:
             raise FksInputError(f"must be >= 0; found {limit}", field="limit")

@@ -145,8 +145,9 @@ def sample_cmd(
         help="Benchmark directory or hf[:REPO]; default: the one in the run manifest.")] = None,
     k: Annotated[int, typer.Option(help="Samples per query.")] = 5,
     temperature: Annotated[float, typer.Option(help="Frozen sampling temperature.")] = 1.0,
-    limit: Annotated[int | None, typer.Option(help="Only the first N main-forward queries.")
-                     ] = None,
+    limit: Annotated[int | None, typer.Option(
+        help="Only N main-forward queries: whole facts in a hash order (a spread slice).")
+    ] = None,
     seed: Annotated[int | None, typer.Option(
         help="Base seed (query i uses seed + i); default: generation.seed.")] = None,
     batch_size: Annotated[int, typer.Option(help="Prompts per batch.")] = 8,
