@@ -261,3 +261,27 @@ def test_summary_records_provenance_and_slices(tmp_path, tiny_benchmark_dir):
                                                  "calibration_per_query.jsonl")}
     # fact 1 (capital): other capital facts 2 (wrong) and 3 (right) -> 1/2 -> medium
     assert rows[query_id_of("fact_000001", "anchor")]["difficulty"] == "medium"
+
+
+def test_common_support_pairs_sources_and_skips_empty_ones(tmp_path, tiny_benchmark_dir):
+    run = build_run(tmp_path / "run")
+    assert fks("calibrate", run, "--benchmark", tiny_benchmark_dir,
+               "--min-facts-for-interval", "2") == 0
+    s = read_json(run / "metrics" / "calibration_summary.json")
+    cs = s["readings"]["main_families"]["common_support"]
+    assert cs["sources"] == ["sequence_probability", "first_token_probability", "consistency"]
+    assert set(cs["excluded_sources"]) == {"answer_span_probability",
+                                           "answer_span_probability_per_token"}
+    pair = cs["paired_differences"]["sequence_probability - first_token_probability"]
+    assert pair["n"] == cs["n"] and pair["brier"]["low"] <= pair["brier"]["difference"] <= pair[
+        "brier"]["high"]
+    assert pair["brier"]["difference"] == pytest.approx(
+        cs["by_source"]["sequence_probability"]["brier"]
+        - cs["by_source"]["first_token_probability"]["brier"])
+    rec = s["readings"]["main_families"]["sources"]["sequence_probability"]["recalibration"]
+    if rec["status"] == "ok":
+        paired = rec["paired_vs_uncalibrated"]
+        assert paired["status"] in ("ok", "not_computed")
+        if paired["status"] == "ok":
+            t = paired["temperature"]["nll"]
+            assert t["b"] == pytest.approx(rec["test"]["uncalibrated"]["nll"])

@@ -878,13 +878,17 @@ def _common_support(rows: Sequence[QueryRow], sources: Sequence[str], s: Calibra
                     ) -> dict[str, Any]:
     """Compare the sources on the rows where every one of them is valid.
 
-    Beside each source's figures: paired, fact-clustered intervals of the difference of every
+    A source with no valid row in the reading (e.g. the answer-span sources without token
+    offsets) is left out and listed in ``excluded_sources``, so it cannot empty the table. Beside each source's figures: paired, fact-clustered intervals of the difference of every
     pair of sources (same rows, same fact draws), when the rows hold enough facts.
     """
+    excluded = {src: "no valid row in this reading" for src in sources
+                if not any(r.outcome_for(src)[0] == "valid" for r in rows)}
+    sources = [src for src in sources if src not in excluded]
     keep = [r for r in rows if all(r.outcome_for(src)[0] == "valid" for src in sources)]
-    out: dict[str, Any] = {"sources": list(sources), "n": len(keep),
-                           "n_facts": len({r.fact_id for r in keep}), "by_source": {},
-                           "paired_differences": {}}
+    out: dict[str, Any] = {"sources": list(sources), "excluded_sources": excluded,
+                           "n": len(keep), "n_facts": len({r.fact_id for r in keep}),
+                           "by_source": {}, "paired_differences": {}}
     if not keep:
         return out
     y = np.array([r.correct for r in keep], dtype=float)
