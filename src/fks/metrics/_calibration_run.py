@@ -879,7 +879,8 @@ def _common_support(rows: Sequence[QueryRow], sources: Sequence[str], s: Calibra
     """Compare the sources on the rows where every one of them is valid.
 
     A source with no valid row in the reading (e.g. the answer-span sources without token
-    offsets) is left out and listed in ``excluded_sources``, so it cannot empty the table. Beside each source's figures: paired, fact-clustered intervals of the difference of every
+    offsets) is left out and listed in ``excluded_sources``, so it cannot empty the table.
+    Beside each source's figures: paired, fact-clustered intervals of the difference of every
     pair of sources (same rows, same fact draws), when the rows hold enough facts.
     """
     excluded = {src: "no valid row in this reading" for src in sources
