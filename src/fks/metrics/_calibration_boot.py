@@ -33,7 +33,8 @@ from fks.metrics._calibration_core import (
 from fks.metrics.bootstrap import DEFAULT_SEED, percentile_interval, resample_indices
 
 __all__ = ["fact_clustered_replicates", "fact_clustered_intervals", "per_bin_accuracy_intervals",
-           "paired_difference_intervals", "FIGURES"]
+           "paired_difference_intervals", "replicates_with_point", "paired_from", "FIGURES",
+           "PAIRED_FIGURES"]
 
 #: the figures an interval is given for (AURC only when asked)
 FIGURES = ("accuracy", "mean_confidence", "brier", "nll", "ece_equal_width", "aurc")
@@ -204,6 +205,50 @@ def per_bin_accuracy_intervals(
             "n_effective": [float(v) if c else None for v, c in zip(n_eff, n > 0, strict=True)]}
 
 
+#: the figures a paired difference is given for
+PAIRED_FIGURES = ("mean_confidence", "brier", "nll", "ece_equal_width", "aurc")
+
+
+def replicates_with_point(
+    confidence: Any, correct: Any, fact_codes: Any, *, bins: int = 10,
+    nll_eps: float = DEFAULT_NLL_EPS, n_resamples: int = 1000,
+    seed: int | None = DEFAULT_SEED,
+) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """Fact-clustered replicates (AURC included) and the point value of each paired figure.
+
+    Two calls with the same ``fact_codes`` (same number of facts) and ``seed`` draw the same
+    facts in every replicate, so their replicates can be differenced (:func:`paired_from`).
+    """
+    from fks.metrics._calibration_core import aurc, calibration_summary, nll_score
+
+    reps = fact_clustered_replicates(confidence, correct, fact_codes, bins=bins,
+                                     nll_eps=nll_eps, n_resamples=n_resamples, seed=seed,
+                                     with_aurc=True)
+    core = calibration_summary(confidence, correct, bins=bins)
+    point = {"mean_confidence": float(np.mean(_float32_values(
+                 np.asarray(confidence, dtype=float)))),
+             "brier": core["brier"], "nll": nll_score(confidence, correct, eps=nll_eps)["nll"],
+             "ece_equal_width": core["ece"], "aurc": aurc(core["coverage"], core["risk"])}
+    return reps, point
+
+
+def paired_from(a: tuple[dict[str, np.ndarray], dict[str, float]],
+                b: tuple[dict[str, np.ndarray], dict[str, float]], *, n: int, n_facts: int,
+                n_resamples: int, level: float, seed: int | None) -> dict[str, Any]:
+    """Interval of ``a - b`` from two :func:`replicates_with_point` results on the same draws."""
+    (ra, pa), (rb, pb) = a, b
+    out: dict[str, Any] = {
+        "method": "paired percentile bootstrap resampling facts: each replicate draws facts "
+                  "once and evaluates both confidences on that draw; interval of a - b",
+        "n": int(n), "n_facts": int(n_facts), "n_resamples": n_resamples, "level": level,
+        "seed": seed}
+    for f in PAIRED_FIGURES:
+        low, high = percentile_interval(ra[f] - rb[f], confidence=level)
+        out[f] = {"a": pa[f], "b": pb[f], "difference": pa[f] - pb[f], "low": low,
+                  "high": high, "excludes_zero": bool(low > 0 or high < 0)}
+    return out
+
+
 def paired_difference_intervals(
     confidence_a: Any, confidence_b: Any, correct: Any, fact_codes: Any, *,
     correct_b: Any = None, bins: int = 10, nll_eps: float = DEFAULT_NLL_EPS,
@@ -219,32 +264,12 @@ def paired_difference_intervals(
 
     Returns:
         ``{"method", "n", "n_facts", "n_resamples", "level", "seed", figure: {"a", "b",
-        "difference", "low", "high", "excludes_zero"}}`` for accuracy-free figures
-        (mean_confidence, brier, nll, ece_equal_width, aurc).
+        "difference", "low", "high", "excludes_zero"}}`` for :data:`PAIRED_FIGURES`.
     """
-    from fks.metrics._calibration_core import aurc, calibration_summary, nll_score
-
     codes = np.asarray(fact_codes, dtype=np.int64)
-    y_b = correct if correct_b is None else correct_b
-    kw = {"bins": bins, "nll_eps": nll_eps, "n_resamples": n_resamples, "seed": seed,
-          "with_aurc": True}
-    ra = fact_clustered_replicates(confidence_a, correct, codes, **kw)
-    rb = fact_clustered_replicates(confidence_b, y_b, codes, **kw)
-
-    def point(p: Any, yy: Any) -> dict[str, float]:
-        core = calibration_summary(p, yy, bins=bins)
-        return {"mean_confidence": float(np.mean(_float32_values(np.asarray(p, dtype=float)))),
-                "brier": core["brier"], "nll": nll_score(p, yy, eps=nll_eps)["nll"],
-                "ece_equal_width": core["ece"], "aurc": aurc(core["coverage"], core["risk"])}
-
-    pa, pb = point(confidence_a, correct), point(confidence_b, y_b)
-    out: dict[str, Any] = {
-        "method": "paired percentile bootstrap resampling facts: each replicate draws facts "
-                  "once and evaluates both confidences on that draw; interval of a - b",
-        "n": int(codes.size), "n_facts": int(codes.max()) + 1, "n_resamples": n_resamples,
-        "level": level, "seed": seed}
-    for f in ("mean_confidence", "brier", "nll", "ece_equal_width", "aurc"):
-        low, high = percentile_interval(ra[f] - rb[f], confidence=level)
-        out[f] = {"a": pa[f], "b": pb[f], "difference": pa[f] - pb[f], "low": low,
-                  "high": high, "excludes_zero": bool(low > 0 or high < 0)}
-    return out
+    kw = {"bins": bins, "nll_eps": nll_eps, "n_resamples": n_resamples, "seed": seed}
+    a = replicates_with_point(confidence_a, correct, codes, **kw)
+    b = replicates_with_point(confidence_b, correct if correct_b is None else correct_b,
+                              codes, **kw)
+    return paired_from(a, b, n=codes.size, n_facts=int(codes.max()) + 1,
+                       n_resamples=n_resamples, level=level, seed=seed)

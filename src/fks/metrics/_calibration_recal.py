@@ -200,11 +200,13 @@ def recalibration_report(
             "status": "not_computed",
             "reason": f"{n_test_facts} test fact(s) < min_facts_for_interval = {min_facts}"}
         return out
-    from fks.metrics._calibration_boot import paired_difference_intervals
+    from fks.metrics._calibration_boot import paired_from, replicates_with_point
 
     codes = np.unique(facts[~dev].astype(str), return_inverse=True)[1]
+    kw = {"bins": bins, "nll_eps": eps, "n_resamples": n_resamples, "seed": seed}
+    raw = replicates_with_point(test_p, test_y, codes, **kw)  # drawn once, paired with each
     out["paired_vs_uncalibrated"] = {"status": "ok", "split": "test", **{
-        m: paired_difference_intervals(v, test_p, test_y, codes, bins=bins, nll_eps=eps,
-                                       n_resamples=n_resamples, level=level, seed=seed)
+        m: paired_from(replicates_with_point(v, test_y, codes, **kw), raw, n=codes.size,
+                       n_facts=n_test_facts, n_resamples=n_resamples, level=level, seed=seed)
         for m, v in recal.items()}}
     return out

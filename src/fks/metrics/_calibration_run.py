@@ -51,7 +51,11 @@ from fks.data.schema import GenerationRecord, JudgedRecord, ScoredRecord
 from fks.errors import FksInputError
 from fks.generate.manifest import read_run_manifest, update_run_manifest
 from fks.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, sha256_file
-from fks.metrics._calibration_boot import fact_clustered_intervals, paired_difference_intervals
+from fks.metrics._calibration_boot import (
+    fact_clustered_intervals,
+    paired_from,
+    replicates_with_point,
+)
 from fks.metrics._calibration_core import (
     COVERAGE_VIEWS,
     DEFAULT_NLL_EPS,
@@ -858,13 +862,15 @@ def source_block(rows: Sequence[QueryRow], source: str, s: CalibrationSettings
     """
     items = _score_rows(rows, source)
     block: dict[str, Any] = {"available": True, "coverage": _coverage(items)}
-    pe, ye, fe = _end_to_end_arrays(items, source)
-    block["end_to_end"] = ({"definition": COVERAGE_VIEWS["end_to_end"],
-                            **_view(pe, ye, fe, s, "end_to_end")} if pe.size else None)
     p, y, facts = _valid_arrays(items, source)
     if p.size == 0:
-        block.update(figures=None, reason="no valid (confidence, outcome) pair")
+        block.update(figures=None, end_to_end=None,
+                     reason="no valid (confidence, outcome) pair: end-to-end, no query is "
+                            "answered with a confidence from this source")
         return block
+    pe, ye, fe = _end_to_end_arrays(items, source)
+    block["end_to_end"] = {"definition": COVERAGE_VIEWS["end_to_end"],
+                           **_view(pe, ye, fe, s, "end_to_end")}
     block.update(_view(p, y, facts, s, "confidence"))
     block["slices"] = _slices(items, source, s)
     block["recalibration"] = recalibration_report(
@@ -909,10 +915,13 @@ def _common_support(rows: Sequence[QueryRow], sources: Sequence[str], s: Calibra
                       f"{s.min_facts_for_interval}"}
         return out
     codes = _codes(facts)
+    reps = {src: replicates_with_point(conf[src], y, codes, bins=s.bins, nll_eps=s.nll_eps,
+                                       n_resamples=s.n_resamples, seed=s.seed)
+            for src in sources}  # the same fact draws for every source: paired
     for i, a in enumerate(sources):
         for b in sources[i + 1:]:
-            out["paired_differences"][f"{a} - {b}"] = paired_difference_intervals(
-                conf[a], conf[b], y, codes, bins=s.bins, nll_eps=s.nll_eps,
+            out["paired_differences"][f"{a} - {b}"] = paired_from(
+                reps[a], reps[b], n=len(keep), n_facts=out["n_facts"],
                 n_resamples=s.n_resamples, level=s.level, seed=s.seed)
     return out
 
