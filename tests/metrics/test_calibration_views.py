@@ -285,3 +285,15 @@ def test_common_support_pairs_sources_and_skips_empty_ones(tmp_path, tiny_benchm
         if paired["status"] == "ok":
             t = paired["temperature"]["nll"]
             assert t["b"] == pytest.approx(rec["test"]["uncalibrated"]["nll"])
+
+
+def test_per_bin_interval_contains_the_bin_accuracy_at_0_and_1():
+    rng = np.random.default_rng(4)
+    p = rng.random(300)
+    y = (p > 0.5).astype(float)  # bins above 0.5 all right, below all wrong
+    codes = np.repeat(np.arange(30), 10)
+    table = reliability_table(p, y, bins=10, fact_codes=codes)
+    for a, lo, hi in zip(table["accuracy"], table["accuracy_ci_low"], table["accuracy_ci_high"],
+                         strict=True):
+        if a is not None and lo is not None:
+            assert lo <= a <= hi and hi - lo > 0

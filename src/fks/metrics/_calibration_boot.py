@@ -198,6 +198,7 @@ def per_bin_accuracy_intervals(
     n_eff = np.divide(n ** 2, sq, out=np.zeros(bins), where=sq > 0)
     acc = np.divide(ok.sum(axis=0), n, out=np.zeros(bins), where=n > 0)
     lo, hi = wilson_interval(acc * np.maximum(n_eff, 1.0), np.maximum(n_eff, 1.0), level=level)
+    lo, hi = np.minimum(lo, acc), np.maximum(hi, acc)  # rounding at p = 0 or 1
     show = (facts_per_bin > 0) & (facts_per_bin >= min_facts)
     return {"low": [float(v) if k else None for v, k in zip(lo, show, strict=True)],
             "high": [float(v) if k else None for v, k in zip(hi, show, strict=True)],

@@ -36,7 +36,8 @@ def _reliability(ax: Any, table: dict[str, Any], title: str) -> None:
     bars = [p for p in pts if p[2] is not None and p[3] is not None]
     if bars:
         ax.errorbar([p[0] for p in bars], [p[1] for p in bars],
-                    yerr=[[p[1] - p[2] for p in bars], [p[3] - p[1] for p in bars]], fmt="o",
+                    yerr=[[max(p[1] - p[2], 0.0) for p in bars],
+                          [max(p[3] - p[1], 0.0) for p in bars]], fmt="o",
                     color="C0")
     bare = [p for p in pts if p[2] is None or p[3] is None]
     if bare:

@@ -178,7 +178,8 @@ def calibration_figure(sources: Mapping[str, Mapping[str, Any]], *, title: str) 
             bars = [p for p in pts if p[3] is not None and p[4] is not None]
             if bars:
                 ax1.errorbar([p[0] for p in bars], [p[1] for p in bars],
-                             yerr=[[p[1] - p[3] for p in bars], [p[4] - p[1] for p in bars]],
+                             yerr=[[max(p[1] - p[3], 0.0) for p in bars],
+                                   [max(p[4] - p[1], 0.0) for p in bars]],
                              fmt="none", ecolor=color, alpha=0.5, capsize=2)
             for c, a, n, _, _ in pts:
                 ax1.annotate(str(n), (c, a), textcoords="offset points", xytext=(3, 3),
