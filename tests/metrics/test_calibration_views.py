@@ -297,3 +297,13 @@ def test_per_bin_interval_contains_the_bin_accuracy_at_0_and_1():
                          strict=True):
         if a is not None and lo is not None:
             assert lo <= a <= hi and hi - lo > 0
+
+
+def test_mixed_decoding_configs_are_recorded_not_hidden(tmp_path, tiny_benchmark_dir):
+    run = build_run(tmp_path / "run")
+    gens = read_jsonl(run / "generations.jsonl")
+    gens[0]["generation_config"] = {"do_sample": False, "dtype_used": "bfloat16"}
+    write_jsonl(run / "generations.jsonl", gens)
+    assert fks("calibrate", run, "--benchmark", tiny_benchmark_dir) == 0
+    cfg = read_json(run / "metrics" / "calibration_summary.json")["provenance"]["decoding_config"]
+    assert cfg["mixed"] is True and sorted(c["n_rows"] for c in cfg["configs"]) == [1, 26]

@@ -34,6 +34,7 @@ arrays ready to plot, slices with fact-clustered intervals, recalibration on the
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections import Counter
@@ -630,6 +631,22 @@ def _one_value(part: _Rows, name: str) -> Any:
     return None if first is None else first[0]
 
 
+def _distinct_configs(part: _Rows) -> Any:
+    """Return the rows' decoding config: the one dict, or each distinct one with its count.
+
+    Not refused (unlike the prompt version): shards on different hardware can differ in a
+    recorded detail such as ``dtype_used``; the summary shows every variant instead.
+    """
+    seen: dict[str, list[Any]] = {}
+    for rec in part.rows.values():
+        cfg = getattr(rec, "generation_config", None)
+        key = json.dumps(cfg, sort_keys=True, default=str)
+        seen.setdefault(key, [cfg, 0])[1] += 1
+    if len(seen) <= 1:
+        return next(iter(seen.values()))[0] if seen else None
+    return {"mixed": True, "configs": [{"config": c, "n_rows": n} for c, n in seen.values()]}
+
+
 def _provenance(manifest: dict[str, Any], gens: _Rows, judged: _Rows,
                 tokenizer: SpanTokenizer | None) -> dict[str, Any]:
     """Checkpoint hash, prompt version, decoding config, judge identity (one each, checked)."""
@@ -644,7 +661,7 @@ def _provenance(manifest: dict[str, Any], gens: _Rows, judged: _Rows,
                        "revision": backend.get("revision"),
                        "model_path": backend.get("model_path")},
         "prompt_version": _one_value(gens, "prompt_version"),
-        "decoding_config": _one_value(gens, "generation_config"),
+        "decoding_config": _distinct_configs(gens),
         "judge": {"judges": judges,
                   "stage": (manifest.get("stages") or {}).get("judge")
                   if isinstance(manifest.get("stages"), dict) else None},
