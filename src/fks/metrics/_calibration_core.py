@@ -446,7 +446,10 @@ COVERAGE_VIEWS: dict[str, str] = {
     "end_to_end": "coverage among every query of the selection: a query without a valid "
                   "answer and confidence (abstained, invalid, timed out, unjudged) counts as "
                   "not correctly answered, with confidence 0, so it is retained last and "
-                  "counts as an error at full coverage",
+                  "counts as an error at full coverage (accuracy, risk and AURC penalise it); "
+                  "Brier, NLL and ECE in this view score p = 0 for a query that got no "
+                  "correct answer, a correct statement, so they are not comparable with the "
+                  "confidence view's",
 }
 
 
