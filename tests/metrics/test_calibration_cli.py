@@ -28,7 +28,7 @@ def calibrated(tmp_path_factory):
     run = build_run(root / "run")
     (run / "evaluation_manifest.json").write_text(json.dumps({"stages": {"judge": {"n": 1}}}))
     assert fks("calibrate", run, "--benchmark", bench, "--coverage", "0.5",
-               "--coverage", "1.0") == 0
+               "--coverage", "1.0", "--min-facts-for-interval", "2") == 0
     return run, read_json(run / "metrics" / "calibration_summary.json")
 
 
@@ -44,8 +44,13 @@ def test_coverage_accounting_counts_every_outcome(calibrated):
     assert seq["confidence_coverage"] == pytest.approx(13 / 14)
     assert seq["end_to_end_coverage"] == pytest.approx(13 / 22)
     # the row without log-probs is valid for the sources that do not need them
-    judge = main_["sources"]["judge_confidence"]["coverage"]["counts"]
-    assert judge["valid"] == 14 and judge["invalid_confidence"] == 0
+    cons = main_["sources"]["consistency"]["coverage"]["counts"]
+    assert cons["valid"] == 14 and cons["invalid_confidence"] == 0
+    # the judge's score is a diagnostic table, never a calibrated source
+    assert "judge_confidence" not in main_["sources"]
+    diag = main_["judge_confidence_diagnostic"]
+    assert sum(v["n"] for v in diag["by_value"].values()) == 14
+    assert "not a probability" in diag["note"]
     assert s["readings"]["anchor"]["sources"]["sequence_probability"]["coverage"]["counts"][
         "valid"] == 4
 
@@ -130,11 +135,15 @@ def test_slices_intervals_recalibration_and_manifest(calibrated):
     block = s["readings"]["main_families"]["sources"]["sequence_probability"]
     slices = block["slices"]
     assert set(slices) == {"language", "relation", "condition_family",
-                           "answer_in_subject_surface"}
+                           "answer_in_subject_surface", "answer_length", "difficulty",
+                           "data_source"}
     assert set(slices["language"]) == {"en", "fr"}
     copy = slices["answer_in_subject_surface"]["copy"]  # Airbus A320 -> Airbus
     assert copy["coverage"]["n_queries"] == 4 and copy["figures"]["n"] == 3
     assert copy["figures"]["n_facts"] == 1
+    # one fact: no interval, and the reason says why (min_facts_for_interval = 2 here)
+    assert copy["figures"]["intervals"]["status"] == "not_computed"
+    assert "1 fact(s) < min_facts_for_interval = 2" in copy["figures"]["intervals"]["reason"]
     assert slices["answer_in_subject_surface"]["real"]["coverage"]["n_queries"] == 18
     fr = slices["language"]["fr"]
     assert fr["coverage"]["n_queries"] == 3 and fr["figures"]["n"] == 2  # fact 2's unjudged
@@ -210,8 +219,9 @@ def test_agrees_with_the_behaviour_file_and_draws_plots(tmp_path, tiny_benchmark
     assert check["facts_checked"] == 4 and check["modal_cluster_differs"] == 0
     stage = read_json(run / "evaluation_manifest.json")["stages"]["calibrate"]
     pngs = [n for n in stage["outputs"] if n.endswith(".png")]
-    # 2 readings x 4 sources with data (verbalized is missing)
-    assert len(pngs) == 8
+    # 2 readings x 3 sources with data (verbalized is missing, the answer-span sources have no
+    # token offsets in this run)
+    assert len(pngs) == 6
     assert (run / "metrics" / pngs[0]).read_bytes()[:4] == b"\x89PNG"
 
 

@@ -242,7 +242,8 @@ def test_risk_coverage_and_aurc_do_not_depend_on_row_order():
 def test_risk_at_coverage_never_splits_a_tie_group():
     curve = risk_coverage_curve([0.9, 0.5, 0.5, 0.5], [1, 1, 0, 0])
     (at,) = risk_at_coverage(curve, [0.5])
-    assert at == {"target_coverage": 0.5, "coverage": 1.0, "threshold": 0.5, "risk": 0.5}
+    assert at == {"coverage_view": "confidence", "target_coverage": 0.5, "coverage": 1.0,
+                  "threshold": 0.5, "risk": 0.5}
 
 
 def test_wilson_interval_hand_values():

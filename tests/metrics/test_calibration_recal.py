@@ -88,6 +88,16 @@ def test_recalibration_improves_an_overconfident_source_on_test():
     assert test["temperature"]["ece_equal_width"] < test["uncalibrated"]["ece_equal_width"]
     assert test["isotonic"]["brier"] < test["uncalibrated"]["brier"]
     assert test["uncalibrated"]["n"] == rep["split"]["n_test"]
+    # paired, fact-clustered intervals of recalibrated minus raw, on the test split
+    paired = rep["paired_vs_uncalibrated"]
+    assert paired["status"] == "ok" and paired["split"] == "test"
+    nll = paired["temperature"]["nll"]
+    assert nll["a"] == pytest.approx(test["temperature"]["nll"])
+    assert nll["b"] == pytest.approx(test["uncalibrated"]["nll"])
+    assert nll["difference"] < 0 and nll["high"] < 0 and nll["excludes_zero"]
+    assert paired["temperature"]["n_facts"] == rep["split"]["n_test_facts"]
+    few = recalibration_report(conf, correct, facts, min_facts=10_000)
+    assert few["paired_vs_uncalibrated"]["status"] == "not_computed"
 
 
 def test_recalibration_is_not_fitted_without_both_outcomes_on_dev():

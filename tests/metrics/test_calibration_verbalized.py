@@ -31,6 +31,12 @@ from fks.metrics.calibration import (
     ("80%", (0.8, "ok")),
     ("80 %", (0.8, "ok")),
     ("100%", (1.0, "ok")),
+    ("0,8", (0.8, "ok")),
+    (",75", (0.75, "ok")),
+    ("80,5 %", (0.805, "ok")),
+    ("80％", (0.8, "ok")),
+    ("1,5", (None, "out_of_range")),
+    ("0,7,8", (None, "malformed")),
     ("", (None, "empty")),
     ("   \n  ", (None, "empty")),
     ("very likely", (None, "no_number")),
@@ -66,33 +72,40 @@ def test_elicitation_prompt_is_the_query_prompt_plus_the_frozen_question():
 
 
 class FakeBackend:
-    """Answers by what the answer is: Paris 0.9, Berlin '85', Tokyo fails, others 80%."""
+    """Answers by what the answer is: Paris 0.9, Berlin '85', Tokyo fails, others 80%.
+
+    The second wording says 0,5 (a decimal comma) for every answer.
+    """
 
     name = "fake"
 
-    def __init__(self) -> None:
+    def __init__(self, model_path: str = "tiny-model") -> None:
         self.prompts: list[str] = []
+        self.model_path = model_path
 
     def generate(self, prompts, *, max_new_tokens):
         self.prompts.extend(prompts)
         out = []
         for p in prompts:
-            answer = p.split("\nHow likely")[0].rsplit("Answer: ", 1)[-1]
+            answer = p.split("Answer: ", 1)[-1].split("\n")[0]
             if answer == "Tokyo":
                 out.append(GenerationOutput(text="", status="error", error="boom"))
+            elif "What is the probability" in p:
+                out.append(GenerationOutput(text=" 0,5", n_generated_tokens=2))
             else:
                 text = {"Paris": " 0.9\n", "Berlin": " 85"}.get(answer, " 80%")
                 out.append(GenerationOutput(text=text, n_generated_tokens=2))
         return out
 
     def describe(self):
-        return {"backend": self.name}
+        return {"backend": self.name, "model_path": self.model_path}
 
 
 def test_elicitation_pass_writes_resumes_and_feeds_calibrate(tmp_path, tiny_benchmark_dir):
     run = build_run(tmp_path / "run")
     backend = FakeBackend()
-    info = elicit_verbalized(run, backend, benchmark=tiny_benchmark_dir, batch_size=4)
+    info = elicit_verbalized(run, backend, benchmark=tiny_benchmark_dir, batch_size=4,
+                             variants="primary")
     scored = read_jsonl(run / "scored.jsonl")
     n_ok = sum(r["status"] == "ok" for r in scored)
     assert info["n_candidates"] == n_ok == 25 and info["n_written"] == 25
@@ -105,9 +118,12 @@ def test_elicitation_pass_writes_resumes_and_feeds_calibrate(tmp_path, tiny_benc
     failed = by_q[query_id_of("fact_000003", "anchor")]
     assert failed["status"] == "error" and failed["confidence"] is None
     stage = read_json(run / "evaluation_manifest.json")["stages"]["calibrate_elicit"]
-    assert stage["n_written"] == 25 and stage["backend"] == {"backend": "fake"}
+    assert stage["n_written"] == 25 and stage["backend"]["backend"] == "fake"
+    assert anchor1["eliciting_model"]["model_path"] == "tiny-model"
+    assert anchor1["elicitation_version"] == "fks-verbalized-v2"
 
-    again = elicit_verbalized(run, FakeBackend(), benchmark=tiny_benchmark_dir)
+    again = elicit_verbalized(run, FakeBackend(), benchmark=tiny_benchmark_dir,
+                              variants="primary")
     assert again["n_written"] == 0 and again["n_existing"] == 25
     assert len(read_jsonl(run / "verbalized.jsonl")) == 25
 
@@ -120,16 +136,69 @@ def test_elicitation_pass_writes_resumes_and_feeds_calibrate(tmp_path, tiny_benc
     assert verbal["figures"]["brier"] == pytest.approx((0.1 ** 2 + 0.2 ** 2) / 2, abs=1e-7)
 
 
-def test_a_tampered_verbalized_row_is_bad_input(tmp_path, tiny_benchmark_dir):
+@pytest.mark.parametrize("edit,where", [
+    (lambda r: r.update(query_id="query_99999999"), "verbalized.jsonl:2: field 'query_id'"),
+    (lambda r: r.update(elicitation_version="fks-verbalized-v1"),
+     "verbalized.jsonl:2: field 'elicitation_version'"),
+    (lambda r: r.update(eliciting_model={"model_path": "other-model", "weights_sha256": None}),
+     "verbalized.jsonl:2: field 'eliciting_model.model_path'"),
+    (lambda r: r.update(variant="xx/w9/sideways"), "verbalized.jsonl:2: field 'variant'"),
+])
+def test_a_tampered_verbalized_row_is_bad_input(tmp_path, tiny_benchmark_dir, edit, where):
     from fks.errors import FksInputError
 
     run = build_run(tmp_path / "run")
-    elicit_verbalized(run, FakeBackend(), benchmark=tiny_benchmark_dir)
+    elicit_verbalized(run, FakeBackend(), benchmark=tiny_benchmark_dir, variants="primary")
     rows = read_jsonl(run / "verbalized.jsonl")
-    rows[1]["query_id"] = "query_99999999"
+    edit(rows[1])
     (run / "verbalized.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with pytest.raises(FksInputError, match=r"verbalized.jsonl:2: field 'query_id'"):
+    with pytest.raises(FksInputError, match=where.replace(".", r"\.")):
         run_calibration(run, configs=load_configs(), benchmark=tiny_benchmark_dir)
+
+
+def test_another_eliciting_model_exits_2_on_the_cli(tmp_path, tiny_benchmark_dir, capsys):
+    from fks.cli import main
+
+    run = build_run(tmp_path / "run")
+    elicit_verbalized(run, FakeBackend("some/other-model"), benchmark=tiny_benchmark_dir,
+                      variants="primary")
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", str(run), "--benchmark", str(tiny_benchmark_dir)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "verbalized.jsonl:1: field 'eliciting_model.model_path'" in err
+    assert "some/other-model" in err
+
+
+def test_every_variant_is_elicited_and_the_ece_spread_reported(tmp_path, tiny_benchmark_dir):
+    from fks.metrics.calibration import VARIANTS
+
+    run = build_run(tmp_path / "run")
+    backend = FakeBackend()
+    info = elicit_verbalized(run, backend, benchmark=tiny_benchmark_dir, batch_size=8)
+    rows = read_jsonl(run / "verbalized.jsonl")
+    _, queries = __import__("tiny_benchmark").tiny_benchmark_rows()
+    lang = {q["query_id"]: q["language"] for q in queries}
+    n_fr = sum(lang[q] == "fr" for q in {r["query_id"] for r in rows})
+    # 4 English variants per answered query, 4 more in the query's language when not English
+    assert info["n_written"] == len(rows) == 25 * 4 + n_fr * 4 and n_fr > 0
+    assert set(info["variants"]) == set(VARIANTS)
+    # both orders in the query's language: question first, and answer first
+    assert any(p.startswith("Quelle est la probabilité") for p in backend.prompts)
+    assert any(p.endswith("Probabilité :") and "\nQuelle" in p for p in backend.prompts)
+    summary = run_calibration(run, configs=load_configs(), benchmark=tiny_benchmark_dir)
+    spread = summary["readings"]["anchor"]["verbalized_variants"]
+    assert set(spread["variants"]) == set(VARIANTS)
+    w1 = spread["variants"]["en/w1/answer_first"]
+    w2 = spread["variants"]["en/w2/answer_first"]
+    # w2 says 0,5 for every answer (3 valid: Tokyo's elicitation failed), w1 as in the
+    # primary test: Paris 0.9 right, Airbus 0.8 right; Berlin's 85 is out of range
+    assert w2["n_valid"] == 3 and w2["mean_confidence"] == pytest.approx(0.5)
+    assert w1["n_valid"] == 2
+    eces = [v["ece_equal_width"] for v in spread["variants"].values()]
+    assert spread["ece_spread"]["range"] == pytest.approx(max(eces) - min(eces))
+    assert spread["ece_spread"]["n_variants"] == len(VARIANTS)
+    assert summary["readings"]["anchor"]["sources"]["verbalized"]["figures"]["n"] == 2
 
 
 @pytest.mark.slow
@@ -140,7 +209,7 @@ def test_elicitation_runs_through_a_real_hf_backend(tmp_path, tiny_benchmark_dir
     run = build_run(tmp_path / "run")
     backend = make_backend("hf", str(tiny_model_dir), configs=load_configs(), device="cpu")
     info = elicit_verbalized(run, backend, benchmark=tiny_benchmark_dir, batch_size=8,
-                             max_new_tokens=4)
+                             max_new_tokens=4, variants="primary")
     rows = read_jsonl(run / "verbalized.jsonl")
     assert info["n_written"] == len(rows) == 25
     # random weights: the text is garbage, and the parser says so instead of guessing

@@ -122,9 +122,17 @@ def test_sample_cli_writes_resumable_rows(sampled, tiny_model_dir):
     _, bench, run = sampled
     rows = read_jsonl(run / "samples.jsonl")
     _, queries = tiny_benchmark_rows()
-    main_ids = [q["query_id"] for q in queries if q["use_for_main_forward"]][:4]
+    import hashlib
+
+    main = [q for q in queries if q["use_for_main_forward"]]
+    # whole facts in sha256("fks-sampling-v1:" + fact_id) order, not the head of the file
+    order = sorted(range(len(main)), key=lambda i: (hashlib.sha256(
+        f"fks-sampling-v1:{main[i]['fact_id']}".encode()).hexdigest(), i))
+    main_ids = [main[i]["query_id"] for i in order][:4]
     assert [r["query_id"] for r in rows] == main_ids
     assert all(len(r["samples"]) == 3 and r["k"] == 3 and r["temperature"] == 1.0
+               for r in rows)
+    assert all(len(r["sample_logprobs"]) == 3 and all(v <= 0 for v in r["sample_logprobs"])
                for r in rows)
     before = (run / "samples.jsonl").read_text()
     assert fks("calibrate", "sample", run, "--model-path", tiny_model_dir, "--benchmark", bench,
@@ -136,21 +144,33 @@ def test_sample_cli_writes_resumable_rows(sampled, tiny_model_dir):
                "--k", "3", "--temperature", "0.7", "--limit", "6") == 2
 
 
+def _write_samples(run, plan, logprobs=None, model="tiny-model"):
+    _, queries = tiny_benchmark_rows()
+    by_key = {(q["fact_id"], q["variant_id"]): q for q in queries}
+    write_jsonl(run / "samples.jsonl", [{
+        "model": model, "query_id": by_key[key]["query_id"], "fact_id": key[0],
+        "relation": by_key[key]["relation"], "condition_family": "anchor",
+        "language": by_key[key]["language"], "samples": s, "temperature": 1.0, "k": 3,
+        "seed": 1, "max_new_tokens": 8, "prompt_version": "fks-prompt-v1",
+        **({} if logprobs is None else {"sample_logprobs": logprobs[key]})}
+        for key, s in plan.items()])
+
+
 def test_calibrate_picks_up_semantic_entropy(tmp_path):
     bench = write_benchmark(tmp_path / "bench", *tiny_benchmark_rows())
     run = build_run(tmp_path / "run")
-    _, queries = tiny_benchmark_rows()
+    # greedy answers (generations.jsonl) are the gold names: Paris, Berlin, Tokyo, Airbus
     plan = {("fact_000001", "anchor"): ["Paris", "Paris.", "巴黎"],  # H = 0
             ("fact_000002", "anchor"): ["Berlin", "Paris", "Tokyo"],  # H = log 3
             ("fact_000003", "anchor"): ["Tokyo", "Tokyo", "Berlin"],
             ("fact_000004", "anchor"): ["Airbus", "Boeing", "Airbus"]}
-    by_key = {(q["fact_id"], q["variant_id"]): q for q in queries}
-    write_jsonl(run / "samples.jsonl", [{
-        "model": "m", "query_id": by_key[key]["query_id"], "fact_id": key[0],
-        "relation": by_key[key]["relation"], "condition_family": "anchor",
-        "language": by_key[key]["language"], "samples": s, "temperature": 1.0, "k": 3,
-        "seed": 1, "max_new_tokens": 8, "prompt_version": "fks-prompt-v1"}
-        for key, s in plan.items()])
+    ln = math.log
+    lps = {("fact_000001", "anchor"): [ln(.5), ln(.2), ln(.1)],
+           ("fact_000002", "anchor"): [ln(.6), ln(.1), ln(.1)],
+           # the same string twice is one answer y: counted once in sum_{y in c} P(y|x)
+           ("fact_000003", "anchor"): [ln(.3), ln(.3), ln(.6)],
+           ("fact_000004", "anchor"): [ln(.4), ln(.4), ln(.4)]}
+    _write_samples(run, plan, lps)
     bes = {"fact_000001": 1.0, "fact_000002": 0.2, "fact_000003": 0.6, "fact_000004": 0.6}
     (run / "metrics").mkdir()
     write_jsonl(run / "metrics" / "behavioral_per_fact.jsonl",
@@ -161,24 +181,51 @@ def test_calibrate_picks_up_semantic_entropy(tmp_path):
     assert se["status"] == "computed" and se["protocol"]["k"] == 3
     h2 = -(2 / 3 * math.log(2 / 3) + 1 / 3 * math.log(1 / 3))
     assert se["by_family"]["anchor"]["mean_plug_in"] == pytest.approx((math.log(3) + 2 * h2) / 4)
+    # log-prob estimator: P = (1), (.75, .125, .125), (1/3, 2/3), (.5, .5)
+    h_lp = [0.0, -(.75 * ln(.75) + 2 * .125 * ln(.125)), h2, ln(2)]
+    assert se["by_family"]["anchor"]["mean_logprob"] == pytest.approx(sum(h_lp) / 4)
     # SE ranks the facts exactly opposite to BES here: rho = -1
     assert se["bes_comparison"]["rho"] == pytest.approx(-1.0)
     assert se["bes_comparison"]["n_facts"] == 4
-    block = s["readings"]["anchor"]["sources"]["semantic_entropy"]
-    assert block["coverage"]["counts"]["valid"] == 4
-    assert block["figures"]["n"] == 4
+    assert "semantic_entropy" not in s["readings"]["anchor"]["sources"]  # 1 - H/log k is gone
+    block = s["readings"]["anchor"]["sources"]["semantic_cluster_probability"]
+    assert block["coverage"]["counts"]["valid"] == 4 and block["figures"]["n"] == 4
     # a sampled query with no row is invalid_confidence (not_sampled), never fabricated
-    main_block = s["readings"]["main_families"]["sources"]["semantic_entropy"]["coverage"]
+    main_block = s["readings"]["main_families"]["sources"]["semantic_cluster_share"]["coverage"]
     assert main_block["invalid_confidence_reasons"] == {"not_sampled": 10}
     rows = {r["query_id"]: r for r in read_jsonl(run / "metrics" /
                                                  "calibration_per_query.jsonl")}
-    conf = rows[query_id_of("fact_000002", "anchor")]["sources"]["semantic_entropy"]
-    assert conf["confidence"] == pytest.approx(0.0, abs=1e-12)
-    assert rows[query_id_of("fact_000001", "anchor")]["sources"]["semantic_entropy"][
-        "confidence"] == 1.0
-    # the other sources' common-support table is unchanged by the extra source
-    assert "semantic_entropy" not in s["readings"]["anchor"]["common_support"]["sources"]
+
+    def conf(fact, src):
+        return rows[query_id_of(fact, "anchor")]["sources"][src]["confidence"]
+
+    # P(c*|x), c* the greedy answer's cluster: count estimator and the text's estimator
+    expect_share = {"fact_000001": 1.0, "fact_000002": 1 / 3, "fact_000003": 2 / 3,
+                    "fact_000004": 2 / 3}
+    expect_prob = {"fact_000001": 1.0, "fact_000002": .75, "fact_000003": 1 / 3,
+                   "fact_000004": .5}
+    for fact in expect_share:
+        assert conf(fact, "semantic_cluster_share") == pytest.approx(expect_share[fact])
+        assert conf(fact, "semantic_cluster_probability") == pytest.approx(expect_prob[fact])
+    # the other sources' common-support table is unchanged by the extra sources
+    assert not {"semantic_cluster_probability", "semantic_cluster_share"} & set(
+        s["readings"]["anchor"]["common_support"]["sources"])
     assert (run / "metrics" / "semantic_entropy_per_query.jsonl").is_file()
+
+
+def test_samples_without_logprobs_and_from_another_model(tmp_path, capsys):
+    bench = write_benchmark(tmp_path / "bench", *tiny_benchmark_rows())
+    run = build_run(tmp_path / "run")
+    plan = {("fact_000001", "anchor"): ["Paris", "Paris.", "Lyon"]}
+    _write_samples(run, plan)  # an older file: no sample_logprobs
+    assert fks("calibrate", run, "--benchmark", bench) == 0
+    s = read_json(run / "metrics" / "calibration_summary.json")
+    cov = s["readings"]["anchor"]["sources"]["semantic_cluster_probability"]["coverage"]
+    assert cov["invalid_confidence_reasons"] == {"no_sample_logprobs": 1, "not_sampled": 3}
+    _write_samples(run, plan, model="another-model")
+    assert fks("calibrate", run, "--benchmark", bench) == 2
+    err = capsys.readouterr().err
+    assert "samples.jsonl:1: field 'model'" in err and "another-model" in err
 
 
 def test_bad_samples_file_is_an_input_error(tmp_path):
@@ -204,3 +251,12 @@ def test_near_zero_temperature_reproduces_the_greedy_backend(tiny_model_dir):
     cold = sample_answers(backend.model, backend.tokenizer, PROMPTS, k=2, temperature=1e-6,
                           max_new_tokens=6, seed=3, batch_size=4, eos_ids=backend.eos_ids)
     assert [row[0] for row in cold] == greedy and [row[1] for row in cold] == greedy
+    # each sample's recorded log-probability is the model's own (T = 1), as answer_logprobs
+    from fks.metrics._semantic_entropy import _sample_batch
+
+    _, lps = _sample_batch(backend.model, backend.tokenizer, PROMPTS, [3 + i for i in range(
+        len(PROMPTS))], k=2, temperature=1e-6, max_new_tokens=6, max_prompt_len=192,
+        eos_ids=backend.eos_ids)
+    outs = backend.generate(PROMPTS, max_new_tokens=6)
+    for row, out in zip(lps, outs, strict=True):
+        assert row[0] == pytest.approx(sum(out.answer_logprobs), abs=1e-3)

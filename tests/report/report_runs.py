@@ -109,11 +109,19 @@ def _sanity() -> dict[str, Any]:
 def _calibration() -> dict[str, Any]:
     rel = {"mean_confidence": [0.15, None, 0.55, 0.9], "accuracy": [0.2, None, 0.5, 0.85],
            "counts": [10, 0, 12, 30], "ece": 0.05, "bins": 4}
-    block = {"available": True, "coverage": {"confidence_coverage": 0.9},
+    block = {"available": True,
+             "coverage": {"confidence_coverage": 0.9, "end_to_end_coverage": 0.65},
              "figures": {"n": 52, "accuracy": 0.6, "ece_equal_width": 0.05, "brier": 0.18,
-                         "aurc": 0.2},
+                         "aurc": 0.2, "risk_at_coverage": [
+                             {"coverage_view": "confidence", "coverage": 1.0, "risk": 0.4}]},
+             "intervals": {"status": "ok", "ece_equal_width": {"low": 0.03, "high": 0.08}},
              "reliability": {"equal_width": rel},
-             "risk_coverage": {"coverage": [0.2, 0.6, 1.0], "risk": [0.1, 0.2, 0.4]}}
+             "risk_coverage": {"coverage": [0.2, 0.6, 1.0], "risk": [0.1, 0.2, 0.4]},
+             "end_to_end": {
+                 "figures": {"n": 80, "accuracy": 0.39, "aurc": 0.35, "risk_at_coverage": [
+                     {"coverage_view": "end_to_end", "coverage": 1.0, "risk": 0.61}]},
+                 "risk_coverage": {"coverage": [0.13, 0.39, 0.65, 1.0],
+                                   "risk": [0.1, 0.2, 0.4, 0.61]}}}
     return {"readings": {"anchor": {"sources": {
         "sequence_probability": block,
         "verbalized": {"available": False, "reason": "verbalized.jsonl not found"}}}}}

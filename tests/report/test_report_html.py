@@ -43,6 +43,11 @@ def test_model_text_is_escaped_and_the_file_is_self_contained(tmp_path, configs)
         assert section in html
     assert '<span class="fail">fail</span>' in html and '<span class="pass">pass</span>' in html
     assert "raw_vs_transported" in html
+    # calibration: both coverage views side by side, with the end-to-end risk at full coverage
+    cal = html.split("<h3>Calibration</h3>")[1].split("Example answers")[0]
+    assert "end_to_end_coverage" in cal and "confidence_coverage" in cal
+    assert "end_to_end_risk_at_full_coverage" in cal and "0.61" in cal
+    assert "[0.030, 0.080]" in cal
     assert "not run" not in html.split("Example answers")[0].split("Figures across runs")[1]
 
 

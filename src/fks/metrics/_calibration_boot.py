@@ -32,7 +32,9 @@ from fks.metrics._calibration_core import (
 )
 from fks.metrics.bootstrap import DEFAULT_SEED, percentile_interval, resample_indices
 
-__all__ = ["fact_clustered_replicates", "fact_clustered_intervals", "FIGURES"]
+__all__ = ["fact_clustered_replicates", "fact_clustered_intervals", "per_bin_accuracy_intervals",
+           "paired_difference_intervals", "replicates_with_point", "paired_from", "FIGURES",
+           "PAIRED_FIGURES"]
 
 #: the figures an interval is given for (AURC only when asked)
 FIGURES = ("accuracy", "mean_confidence", "brier", "nll", "ece_equal_width", "aurc")
@@ -157,3 +159,118 @@ def fact_clustered_intervals(
         low, high = percentile_interval(values, confidence=level)
         out[f] = {"low": low, "high": high}
     return out
+
+
+def per_bin_accuracy_intervals(
+    bucket: Any, correct: Any, fact_codes: Any, bins: int, *, level: float = 0.95,
+    min_facts: int = 1,
+) -> dict[str, list]:
+    r"""Fact-clustered intervals of each bin's accuracy: Wilson at the effective sample size.
+
+    The queries of one fact are not independent. Bin ``k`` holds ``m_f`` rows of fact ``f``;
+    its effective number of independent observations when a fact's rows all agree (the worst
+    case, intra-fact correlation 1) is Kish's ``n_eff = (sum_f m_f)^2 / sum_f m_f^2`` (the
+    number of facts when they weigh the same). The interval is the Wilson score interval of
+    the bin's accuracy ``p`` at ``n_eff`` instead of the row count ``n``. Since the design effect
+    ``1 + (m_w - 1) rho`` never exceeds ``n / n_eff`` for ``rho <= 1``, this is conservative for
+    any intra-fact correlation, and it does not shrink when a fact is simply asked more often
+    (repeating each fact's rows leaves ``n_eff`` unchanged). It is never zero-width, also for a
+    bin whose rows are all correct (a percentile bootstrap would say ``[1, 1]`` there). A bin
+    with fewer than ``min_facts`` distinct facts gets no interval (null).
+
+    Returns:
+        ``{"low", "high", "n_facts", "n_effective"}``, lists of length ``bins``.
+    """
+    from fks.metrics._calibration_core import wilson_interval
+
+    b_idx = np.asarray(bucket, dtype=np.int64)
+    y = np.asarray(correct, dtype=float)
+    codes = np.asarray(fact_codes, dtype=np.int64)
+    if not (b_idx.shape == y.shape == codes.shape):
+        raise ValueError("bucket, correct and fact_codes must be aligned")
+    n_facts = int(codes.max()) + 1
+    cell = codes * bins + b_idx
+    cnt = np.bincount(cell, minlength=n_facts * bins).reshape(n_facts, bins).astype(float)
+    ok = np.bincount(cell, weights=y, minlength=n_facts * bins).reshape(n_facts, bins)
+    facts_per_bin = (cnt > 0).sum(axis=0)
+    n = cnt.sum(axis=0)
+    sq = (cnt ** 2).sum(axis=0)
+    n_eff = np.divide(n ** 2, sq, out=np.zeros(bins), where=sq > 0)
+    acc = np.divide(ok.sum(axis=0), n, out=np.zeros(bins), where=n > 0)
+    lo, hi = wilson_interval(acc * np.maximum(n_eff, 1.0), np.maximum(n_eff, 1.0), level=level)
+    lo, hi = np.minimum(lo, acc), np.maximum(hi, acc)  # rounding at p = 0 or 1
+    show = (facts_per_bin > 0) & (facts_per_bin >= min_facts)
+    return {"low": [float(v) if k else None for v, k in zip(lo, show, strict=True)],
+            "high": [float(v) if k else None for v, k in zip(hi, show, strict=True)],
+            "n_facts": facts_per_bin.astype(int).tolist(),
+            "n_effective": [float(v) if c else None for v, c in zip(n_eff, n > 0, strict=True)]}
+
+
+#: the figures a paired difference is given for
+PAIRED_FIGURES = ("mean_confidence", "brier", "nll", "ece_equal_width", "aurc")
+
+
+def replicates_with_point(
+    confidence: Any, correct: Any, fact_codes: Any, *, bins: int = 10,
+    nll_eps: float = DEFAULT_NLL_EPS, n_resamples: int = 1000,
+    seed: int | None = DEFAULT_SEED,
+) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """Fact-clustered replicates (AURC included) and the point value of each paired figure.
+
+    Two calls with the same ``fact_codes`` (same number of facts) and ``seed`` draw the same
+    facts in every replicate, so their replicates can be differenced (:func:`paired_from`).
+    """
+    from fks.metrics._calibration_core import aurc, calibration_summary, nll_score
+
+    reps = fact_clustered_replicates(confidence, correct, fact_codes, bins=bins,
+                                     nll_eps=nll_eps, n_resamples=n_resamples, seed=seed,
+                                     with_aurc=True)
+    core = calibration_summary(confidence, correct, bins=bins)
+    point = {"mean_confidence": float(np.mean(_float32_values(
+                 np.asarray(confidence, dtype=float)))),
+             "brier": core["brier"], "nll": nll_score(confidence, correct, eps=nll_eps)["nll"],
+             "ece_equal_width": core["ece"], "aurc": aurc(core["coverage"], core["risk"])}
+    return reps, point
+
+
+def paired_from(a: tuple[dict[str, np.ndarray], dict[str, float]],
+                b: tuple[dict[str, np.ndarray], dict[str, float]], *, n: int, n_facts: int,
+                n_resamples: int, level: float, seed: int | None) -> dict[str, Any]:
+    """Interval of ``a - b`` from two :func:`replicates_with_point` results on the same draws."""
+    (ra, pa), (rb, pb) = a, b
+    out: dict[str, Any] = {
+        "method": "paired percentile bootstrap resampling facts: each replicate draws facts "
+                  "once and evaluates both confidences on that draw; interval of a - b",
+        "n": int(n), "n_facts": int(n_facts), "n_resamples": n_resamples, "level": level,
+        "seed": seed}
+    for f in PAIRED_FIGURES:
+        low, high = percentile_interval(ra[f] - rb[f], confidence=level)
+        out[f] = {"a": pa[f], "b": pb[f], "difference": pa[f] - pb[f], "low": low,
+                  "high": high, "excludes_zero": bool(low > 0 or high < 0)}
+    return out
+
+
+def paired_difference_intervals(
+    confidence_a: Any, confidence_b: Any, correct: Any, fact_codes: Any, *,
+    correct_b: Any = None, bins: int = 10, nll_eps: float = DEFAULT_NLL_EPS,
+    n_resamples: int = 1000, level: float = 0.95, seed: int | None = DEFAULT_SEED,
+) -> dict[str, Any]:
+    r"""Paired, fact-clustered intervals of ``figure(a) - figure(b)`` on the same rows.
+
+    Both confidences score the same rows (same outcome unless ``correct_b`` is given, same
+    facts). Each replicate draws facts once and evaluates both on that draw (same seed, same
+    fact count: :func:`fact_clustered_replicates` draws identically), so the interval of the
+    difference keeps the pairing. A difference whose interval excludes 0 is marked
+    ``excludes_zero``.
+
+    Returns:
+        ``{"method", "n", "n_facts", "n_resamples", "level", "seed", figure: {"a", "b",
+        "difference", "low", "high", "excludes_zero"}}`` for :data:`PAIRED_FIGURES`.
+    """
+    codes = np.asarray(fact_codes, dtype=np.int64)
+    kw = {"bins": bins, "nll_eps": nll_eps, "n_resamples": n_resamples, "seed": seed}
+    a = replicates_with_point(confidence_a, correct, codes, **kw)
+    b = replicates_with_point(confidence_b, correct if correct_b is None else correct_b,
+                              codes, **kw)
+    return paired_from(a, b, n=codes.size, n_facts=int(codes.max()) + 1,
+                       n_resamples=n_resamples, level=level, seed=seed)

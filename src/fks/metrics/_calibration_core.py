@@ -39,7 +39,9 @@ __all__ = [
     "check_bins",
     "equal_width_boundaries",
     "bucketize_equal_width",
+    "equal_mass_bins",
     "equal_mass_edges",
+    "EQUAL_MASS_RULE",
     "calibration_summary",
     "brier_score",
     "nll_score",
@@ -48,6 +50,7 @@ __all__ = [
     "risk_coverage_curve",
     "aurc",
     "risk_at_coverage",
+    "COVERAGE_VIEWS",
     "downsample_curve",
     "calibration_report",
 ]
@@ -155,15 +158,53 @@ def bucketize_equal_width(conf32: np.ndarray, bins: int) -> np.ndarray:
     return np.searchsorted(inner, np.asarray(conf32, dtype=np.float32), side="left")
 
 
-def equal_mass_edges(conf: np.ndarray, bins: int) -> np.ndarray:
-    """Equal-mass edges: the ``0, 1/K, ..., 1`` percentiles of ``conf`` (linear interpolation).
+def equal_mass_bins(conf: np.ndarray, bins: int) -> np.ndarray:
+    """Equal-mass bin of each confidence, by rank, with tied values kept together.
 
-    Values are then binned like the equal-width case (right-closed, by value), so tied
-    confidences always share a bin and a heavily tied sample yields empty bins (reported),
-    never an order-dependent split. This is scikit-learn's ``calibration_curve`` quantile
-    strategy. Shape ``(bins + 1,)``.
+    Rule (recorded in every table): sort the confidences in increasing order and walk the
+    groups of tied (float32) values; the current bin takes whole tie groups until it holds at
+    least ``m / (K - b)`` items, ``m`` the items not yet binned when bin ``b`` opened, then the
+    next bin opens. Without ties every bin holds ``floor`` or ``ceil`` of ``n / K`` items; a
+    tie group is never split, so a heavily tied sample fills fewer bins, and the empty ones are
+    the *last* bins (reported), never bins in the middle. Shape ``(n,)`` ints in ``0..K-1``.
     """
-    return np.percentile(conf, np.linspace(0.0, 100.0, check_bins(bins) + 1))
+    bins = check_bins(bins)
+    values = np.asarray(conf, dtype=np.float32)
+    order = np.argsort(values, kind="stable")
+    ranked = values[order]
+    starts = np.flatnonzero(np.append(True, ranked[1:] != ranked[:-1]))
+    sizes = np.diff(np.append(starts, ranked.size))
+    out = np.empty(ranked.size, dtype=np.int64)
+    b, held, left_at_open = 0, 0, ranked.size
+    for start, size in zip(starts.tolist(), sizes.tolist(), strict=True):
+        out[order[start:start + size]] = b
+        held += size
+        if b < bins - 1 and held * (bins - b) >= left_at_open:
+            left_at_open -= held
+            b, held = b + 1, 0
+    return out
+
+
+def equal_mass_edges(conf: np.ndarray, bins: int) -> np.ndarray:
+    """Return the edges of :func:`equal_mass_bins`, ``(K + 1,)``.
+
+    Bin ``k`` spans ``[edges[k], edges[k + 1]]``: the lowest value of each non-empty bin, then
+    the highest value; an empty (last) bin repeats the top edge.
+    """
+    bins = check_bins(bins)
+    conf32 = np.asarray(conf, dtype=np.float32).astype(np.float64)
+    bucket = equal_mass_bins(conf32, bins)
+    top = float(conf32.max())
+    edges = [float(conf32[bucket == k].min()) if np.any(bucket == k) else top
+             for k in range(bins)]
+    return np.asarray([*edges, top])
+
+
+#: the equal-mass rule, as recorded in the summary
+EQUAL_MASS_RULE = (
+    "by rank: sort the confidences, walk groups of tied float32 values; bin b takes whole "
+    "tie groups until it holds >= m / (K - b) items (m = items left when it opened); ties are "
+    "never split and empty bins, if any, are the last ones")
 
 
 # ============================================================================ the reference
@@ -291,7 +332,7 @@ def _nullable(values: np.ndarray, present: np.ndarray) -> list[float | None]:
 
 def reliability_table(
     confidence: Any, correct: Any, *, bins: int = 10, binning: Binning = "equal_width",
-    level: float = 0.95,
+    level: float = 0.95, fact_codes: Any = None, min_facts: int = 1,
 ) -> dict[str, Any]:
     """ECE with its binning, and the reliability diagram's per-bin data.
 
@@ -300,14 +341,20 @@ def reliability_table(
         correct: ``(n,)`` outcomes 0/1.
         bins: ``K``.
         binning: ``equal_width`` (the reference's ``torch.bucketize`` bins) or ``equal_mass``
-            (:func:`equal_mass_edges`).
-        level: coverage of the per-bin Wilson intervals of accuracy.
+            (:func:`equal_mass_bins`, by rank, ties together).
+        level: coverage of the per-bin intervals of accuracy.
+        fact_codes: ``(n,)`` ints ``0..F-1``, the fact of each row. When given, each bin's
+            interval is clustered by fact (the queries of one fact are not independent): the
+            Wilson interval at the bin's effective number of facts
+            (:func:`fks.metrics._calibration_boot.per_bin_accuracy_intervals`); without it,
+            the row-level Wilson interval (labelled so).
+        min_facts: a bin holding fewer distinct facts than this gets no interval (null).
 
     Returns:
-        ``{"binning", "bins", "edges" (K+1,), "counts", "n_correct", "mean_confidence",
-        "accuracy", "accuracy_ci_low", "accuracy_ci_high", "gap" (accuracy - confidence),
-        "ece", "mce", "n_empty_bins", "empty_bin_policy", "interval", "n"}``; per-bin lists have
-        ``K`` entries, null for an empty bin.
+        ``{"binning", "bins", "edges" (K+1,), "counts", "n_facts", "n_correct",
+        "n_effective", "mean_confidence", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "gap"
+        (accuracy - confidence), "ece", "mce", "n_empty_bins", "empty_bin_policy", "interval",
+        "n"}``; per-bin lists have ``K`` entries, null for an empty bin.
     """
     conf, corr = as_observations(confidence, correct)
     bins = check_bins(bins)
@@ -315,9 +362,11 @@ def reliability_table(
     if binning == "equal_width":
         edges = equal_width_boundaries(bins).astype(np.float64)
         bucket = bucketize_equal_width(conf32, bins)
+        rule = "torch.bucketize on torch.linspace(0, 1, K + 1): bin k is (b_k, b_k+1]"
     elif binning == "equal_mass":
         edges = equal_mass_edges(conf32, bins)
-        bucket = np.searchsorted(edges[1:-1], conf32, side="left")
+        bucket = equal_mass_bins(conf32, bins)
+        rule = EQUAL_MASS_RULE
     else:
         raise ValueError(f"binning must be equal_width or equal_mass; found {binning!r}")
     counts = np.bincount(bucket, minlength=bins)
@@ -326,18 +375,38 @@ def reliability_table(
     has = counts > 0
     safe = np.maximum(counts, 1)
     acc, mean_p = n_ok / safe, sum_p / safe
-    lo, hi = wilson_interval(n_ok, safe, level=level)
+    if fact_codes is None:
+        lo, hi = wilson_interval(n_ok, safe, level=level)
+        lo_l, hi_l = _nullable(lo, has), _nullable(hi, has)
+        n_facts: list[int | None] = [None] * bins
+        n_eff: list[float | None] = [None] * bins
+        interval = (f"row-level Wilson score interval of each bin's accuracy, level {level:g} "
+                    "(no fact ids given: treats every row as independent)")
+    else:
+        from fks.metrics._calibration_boot import per_bin_accuracy_intervals
+
+        codes = np.asarray(fact_codes, dtype=np.int64)
+        per_bin = per_bin_accuracy_intervals(bucket, corr, codes, bins, level=level,
+                                             min_facts=min_facts)
+        lo_l, hi_l, n_facts = per_bin["low"], per_bin["high"], per_bin["n_facts"]
+        n_eff = per_bin["n_effective"]
+        interval = (f"fact-clustered: Wilson score interval of each bin's accuracy at its "
+                    f"effective number of facts n_eff = (sum_f m_f)^2 / sum_f m_f^2 (m_f rows "
+                    f"of fact f in the bin), level {level:g}; a bin with fewer than {min_facts} "
+                    "facts gets no interval")
     gap = acc - mean_p
     return {
-        "binning": binning, "bins": bins, "n": int(conf.size), "edges": edges.tolist(),
-        "counts": counts.astype(int).tolist(), "n_correct": n_ok.astype(int).tolist(),
+        "binning": binning, "rule": rule, "bins": bins, "n": int(conf.size),
+        "edges": edges.tolist(),
+        "counts": counts.astype(int).tolist(), "n_facts": n_facts, "n_effective": n_eff,
+        "n_correct": n_ok.astype(int).tolist(),
         "mean_confidence": _nullable(mean_p, has), "accuracy": _nullable(acc, has),
-        "accuracy_ci_low": _nullable(lo, has), "accuracy_ci_high": _nullable(hi, has),
+        "accuracy_ci_low": lo_l, "accuracy_ci_high": hi_l,
         "gap": _nullable(gap, has),
         "ece": float(np.abs(n_ok - sum_p).sum() / conf.size),
         "mce": float(np.abs(gap[has]).max()),
         "n_empty_bins": int((~has).sum()), "empty_bin_policy": EMPTY_BIN_POLICY,
-        "interval": f"Wilson score interval of each bin's accuracy, level {level:g}",
+        "interval": interval,
     }
 
 
@@ -369,18 +438,37 @@ def aurc(coverage: Sequence[float] | np.ndarray, risk: Sequence[float] | np.ndar
     return float(np.sum(np.diff(cov, prepend=0.0) * r))
 
 
-def risk_at_coverage(curve: dict[str, np.ndarray], targets: Sequence[float]) -> list[dict]:
+#: the two coverage views (``calibration_and_uncertainty.zh.md``: "confidence coverage and
+#: end-to-end coverage")
+COVERAGE_VIEWS: dict[str, str] = {
+    "confidence": "coverage among the rows with a valid confidence and a known outcome (the "
+                  "answered rows); a query without an answer is outside this view",
+    "end_to_end": "coverage among every query of the selection: a query without a valid "
+                  "answer and confidence (abstained, invalid, timed out, unjudged) counts as "
+                  "not correctly answered, with confidence 0, so it is retained last and "
+                  "counts as an error at full coverage (accuracy, risk and AURC penalise it); "
+                  "Brier, NLL and ECE in this view score p = 0 for a query that got no "
+                  "correct answer, a correct statement, so they are not comparable with the "
+                  "confidence view's",
+}
+
+
+def risk_at_coverage(curve: dict[str, np.ndarray], targets: Sequence[float], *,
+                     view: str = "confidence") -> list[dict]:
     """Risk at preset coverages: the first group end whose coverage reaches each target.
 
     Tie groups are never split, so the coverage achieved can exceed the target; it is
-    reported with the threshold that achieves it.
+    reported with the threshold that achieves it. ``view`` names the coverage the curve was
+    computed in (:data:`COVERAGE_VIEWS`) and is recorded in every entry.
     """
+    if view not in COVERAGE_VIEWS:
+        raise ValueError(f"view must be one of {sorted(COVERAGE_VIEWS)}; found {view!r}")
     cov = np.asarray(curve["coverage"])
     out = []
     for t in targets:
         g = int(np.searchsorted(cov, float(t) - 1e-12, side="left"))
         g = min(g, cov.size - 1)
-        out.append({"target_coverage": float(t), "coverage": float(cov[g]),
+        out.append({"coverage_view": view, "target_coverage": float(t), "coverage": float(cov[g]),
                     "threshold": float(curve["threshold"][g]), "risk": float(curve["risk"][g])})
     return out
 
@@ -405,26 +493,33 @@ def downsample_curve(curve: dict[str, np.ndarray], max_points: int) -> dict[str,
 def calibration_report(
     confidence: Any, correct: Any, *, bins: int = 10, nll_eps: float = DEFAULT_NLL_EPS,
     coverages: Sequence[float] = (0.25, 0.5, 0.75, 0.9, 1.0), max_curve_points: int = 512,
+    view: str = "confidence", fact_codes: Any = None, level: float = 0.95, min_facts: int = 1,
 ) -> dict[str, Any]:
     """Every calibration figure of one sample: scores, reliability data, risk-coverage.
 
-    Returns ``{"n", "accuracy", "mean_confidence", "brier", "nll", "ece_equal_width",
-    "ece_equal_mass", "reliability": {"equal_width", "equal_mass"}, "aurc",
+    ``view`` (:data:`COVERAGE_VIEWS`) says which coverage the sample stands for and is stamped
+    on the result and on every risk-at-coverage entry; ``fact_codes`` (with ``level`` and
+    ``min_facts``) makes the per-bin intervals fact-clustered
+    (:func:`reliability_table`).
+
+    Returns ``{"coverage_view", "n", "accuracy", "mean_confidence", "brier", "nll",
+    "ece_equal_width", "ece_equal_mass", "reliability": {"equal_width", "equal_mass"}, "aurc",
     "risk_at_coverage", "risk_coverage"}``; ``brier``/``ece_equal_width``/the curve are
     :func:`calibration_summary`'s.
     """
     conf, corr = as_observations(confidence, correct)
     core = calibration_summary(conf, corr, bins=bins)
     curve = risk_coverage_curve(conf, corr)
-    width = reliability_table(conf, corr, bins=bins, binning="equal_width")
-    mass = reliability_table(conf, corr, bins=bins, binning="equal_mass")
+    boot = {"fact_codes": fact_codes, "min_facts": min_facts, "level": level}
+    width = reliability_table(conf, corr, bins=bins, binning="equal_width", **boot)
+    mass = reliability_table(conf, corr, bins=bins, binning="equal_mass", **boot)
     return {
-        "n": int(conf.size), "accuracy": float(corr.mean()),
+        "coverage_view": view, "n": int(conf.size), "accuracy": float(corr.mean()),
         "mean_confidence": float(_float32_values(conf).mean()),
         "brier": core["brier"], "nll": nll_score(conf, corr, eps=nll_eps),
         "ece_equal_width": core["ece"], "ece_equal_mass": mass["ece"],
         "reliability": {"equal_width": width, "equal_mass": mass},
         "aurc": aurc(core["coverage"], core["risk"]),
-        "risk_at_coverage": risk_at_coverage(curve, coverages),
+        "risk_at_coverage": risk_at_coverage(curve, coverages, view=view),
         "risk_coverage": downsample_curve(curve, max_curve_points),
     }

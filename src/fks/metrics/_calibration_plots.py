@@ -2,7 +2,8 @@
 
 The report stage draws its own figures from the arrays in ``calibration_summary.json``; these
 are quick looks: one reliability diagram (equal-width bins, Wilson intervals, bin counts) and
-one risk-coverage curve per (reading, source) with data.
+one risk-coverage curve in both coverage views (answered rows; every query) per (reading,
+source) with data.
 """
 
 from __future__ import annotations
@@ -22,13 +23,27 @@ PLOTS_DIR = "calibration_plots"
 
 
 def _reliability(ax: Any, table: dict[str, Any], title: str) -> None:
-    """Draw accuracy against mean confidence per non-empty bin, with the diagonal."""
+    """Draw accuracy against mean confidence per non-empty bin, with the diagonal.
+
+    Error bars are the table's (fact-clustered) intervals; a bin without one (too few facts)
+    is drawn as a hollow point. Each point is labelled with its row count.
+    """
     pts = [(c, a, lo, hi, n) for c, a, lo, hi, n in zip(
         table["mean_confidence"], table["accuracy"], table["accuracy_ci_low"],
         table["accuracy_ci_high"], table["counts"], strict=True) if n]
     ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1)
-    ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
-                yerr=[[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]], fmt="o-")
+    ax.plot([p[0] for p in pts], [p[1] for p in pts], "-", color="C0")
+    bars = [p for p in pts if p[2] is not None and p[3] is not None]
+    if bars:
+        ax.errorbar([p[0] for p in bars], [p[1] for p in bars],
+                    yerr=[[max(p[1] - p[2], 0.0) for p in bars],
+                          [max(p[3] - p[1], 0.0) for p in bars]], fmt="o",
+                    color="C0")
+    bare = [p for p in pts if p[2] is None or p[3] is None]
+    if bare:
+        ax.plot([p[0] for p in bare], [p[1] for p in bare], "o", mfc="none", color="C0",
+                label="no interval (too few facts)")
+        ax.legend(fontsize=7)
     for c, a, _, _, n in pts:
         ax.annotate(str(n), (c, a), textcoords="offset points", xytext=(3, 3), fontsize=7)
     ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="mean confidence", ylabel="accuracy",
@@ -57,9 +72,16 @@ def write_plots(summary: dict[str, Any], out_dir: str | Path) -> list[str]:
             fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 4))
             _reliability(ax1, block["reliability"]["equal_width"], f"{reading} / {source}")
             rc = block["risk_coverage"]
-            ax2.step(rc["coverage"], rc["risk"], where="pre")
+            ax2.step(rc["coverage"], rc["risk"], where="pre",
+                     label=f"confidence coverage (AURC {block['figures']['aurc']:.3f})")
+            e2e = block.get("end_to_end") or {}
+            if e2e.get("risk_coverage"):
+                ax2.step(e2e["risk_coverage"]["coverage"], e2e["risk_coverage"]["risk"],
+                         where="pre", linestyle="--",
+                         label=f"end-to-end coverage (AURC {e2e['figures']['aurc']:.3f})")
             ax2.set(xlim=(0, 1), ylim=(0, 1), xlabel="coverage", ylabel="risk",
-                    title=f"AURC {block['figures']['aurc']:.3f}")
+                    title="risk-coverage, both views")
+            ax2.legend(fontsize=7)
             fig.tight_layout()
             name = f"{PLOTS_DIR}/{reading}__{source}.png"
             with atomic_path(out_dir / name, suffix=".png") as tmp:

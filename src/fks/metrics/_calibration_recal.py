@@ -143,6 +143,7 @@ def _test_metrics(p: np.ndarray, y: np.ndarray, bins: int, eps: float) -> dict[s
 def recalibration_report(
     confidence: Any, correct: Any, fact_ids: Sequence[str], *, bins: int = 10,
     dev_fraction: float = 0.5, salt: str = SPLIT_SALT, eps: float = DEFAULT_NLL_EPS,
+    n_resamples: int = 1000, level: float = 0.95, seed: int | None = 0, min_facts: int = 10,
 ) -> dict[str, Any]:
     """Fit temperature scaling and isotonic regression on dev facts; report on test facts.
 
@@ -154,6 +155,11 @@ def recalibration_report(
         dev_fraction: share of facts in the dev split (:func:`split_of_fact`).
         salt: the split's salt.
         eps: logit/NLL clipping threshold.
+        n_resamples: replicates of the paired fact bootstrap of recalibrated minus raw on
+            the test split (``paired_vs_uncalibrated``).
+        level: its interval coverage.
+        seed: its seed.
+        min_facts: fewer test facts than this: no paired interval (the reason is given).
 
     Returns:
         ``{"status": "ok", "split": {...counts}, "temperature": {...}, "isotonic": {...},
@@ -180,13 +186,27 @@ def recalibration_report(
     temp = fit_temperature(conf[dev], corr[dev], eps=eps)
     iso = fit_isotonic(conf[dev], corr[dev])
     test_p, test_y = conf[~dev], corr[~dev]
-    return {
+    recal = {"temperature": apply_temperature(test_p, temp["temperature"], eps=eps),
+             "isotonic": apply_isotonic(test_p, iso)}
+    out = {
         "status": "ok", "split": split, "temperature": temp,
         "isotonic": {k: v for k, v in iso.items() if k != "model"},
-        "test": {
-            "uncalibrated": _test_metrics(test_p, test_y, bins, eps),
-            "temperature": _test_metrics(apply_temperature(test_p, temp["temperature"],
-                                                           eps=eps), test_y, bins, eps),
-            "isotonic": _test_metrics(apply_isotonic(test_p, iso), test_y, bins, eps),
-        },
+        "test": {"uncalibrated": _test_metrics(test_p, test_y, bins, eps),
+                 **{m: _test_metrics(v, test_y, bins, eps) for m, v in recal.items()}},
     }
+    n_test_facts = split["n_test_facts"]
+    if n_test_facts < min_facts:
+        out["paired_vs_uncalibrated"] = {
+            "status": "not_computed",
+            "reason": f"{n_test_facts} test fact(s) < min_facts_for_interval = {min_facts}"}
+        return out
+    from fks.metrics._calibration_boot import paired_from, replicates_with_point
+
+    codes = np.unique(facts[~dev].astype(str), return_inverse=True)[1]
+    kw = {"bins": bins, "nll_eps": eps, "n_resamples": n_resamples, "seed": seed}
+    raw = replicates_with_point(test_p, test_y, codes, **kw)  # drawn once, paired with each
+    out["paired_vs_uncalibrated"] = {"status": "ok", "split": "test", **{
+        m: paired_from(replicates_with_point(v, test_y, codes, **kw), raw, n=codes.size,
+                       n_facts=n_test_facts, n_resamples=n_resamples, level=level, seed=seed)
+        for m, v in recal.items()}}
+    return out

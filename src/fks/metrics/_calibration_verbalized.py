@@ -15,10 +15,30 @@ span, :func:`fks.judge.answer_span`), then asks for one probability:
 protocol of the run (greedy, no chat template) with at most :data:`ELICITATION_MAX_NEW_TOKENS`
 new tokens.
 
+**Perturbations** (the text: test rewording, order and language). Besides this primary
+prompt (variant ``en/w1/answer_first``, the one behind the ``verbalized`` source) the pass
+elicits every variant ``{language}/{wording}/{order}`` (:data:`VARIANTS`):
+
+* language ``en`` or ``query`` -- the question in English, or in the query's own language
+  (:data:`ASK_TEMPLATES` has ``en fr es de ru zh``; a query in another language has no ``query``
+  variant, counted as ``no_template``; for an English query the ``query`` variants are the
+  ``en`` ones and are not asked twice);
+* wording ``w1`` or ``w2`` -- two phrasings of the question;
+* order ``answer_first`` (query prompt and answer, then the question) or ``question_first``
+  (the question, then the query prompt and answer).
+
+``fks calibrate`` reports each variant's ECE/Brier and the spread of ECE across them.
+
+**Protocol as data.** Each row records ``elicitation_version``, ``variant`` and the eliciting
+model (``eliciting_model``: the backend's model path and weights hash). ``fks calibrate``
+refuses (exit 2, file, line, field) a row of another ``elicitation_version`` or elicited from
+another model than the run's generations.
+
 The parser (:func:`parse_verbalized_confidence`) is strict and records why a value is invalid,
 so invalid confidences are counted, never guessed: it reads the first non-blank line of the
-continuation, which must be exactly one number -- ``0.8``, ``.8``, ``1``, ``80%`` (a percent
-is divided by 100), optionally followed by a full stop -- and the value must lie in [0, 1].
+continuation, which must be exactly one number -- ``0.8``, ``.8``, ``0,8`` (a decimal comma),
+``1``, ``80%`` / ``80 %`` / ``80％`` / ``80,5%`` (a percent is divided by 100), optionally
+followed by a full stop -- and the value must lie in [0, 1].
 Statuses: ``ok``, ``empty``, ``no_number``, ``malformed`` (digits with anything else on the
 line: ``about 0.8``, ``0.7-0.8``, ``8/10``), ``out_of_range`` (``85``, ``150%``).
 
@@ -57,6 +77,10 @@ __all__ = [
     "ELICITATION_MAX_NEW_TOKENS",
     "VERBALIZED_NAME",
     "PARSE_STATUSES",
+    "ASK_TEMPLATES",
+    "VARIANTS",
+    "PRIMARY_VARIANT",
+    "build_variant_prompt",
     "VerbalizedRecord",
     "build_elicitation_prompt",
     "parse_verbalized_confidence",
@@ -65,18 +89,54 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ELICITATION_VERSION = "fks-verbalized-v1"
+ELICITATION_VERSION = "fks-verbalized-v2"
 ELICITATION_TEMPLATE = (
     "{prompt} {answer}\n"
     "How likely is it that this answer is correct? Reply with one probability between 0 and 1.\n"
     "Probability:"
 )
+#: the question in each language, two wordings each, and the label that ends the prompt
+ASK_TEMPLATES: dict[str, dict[str, str]] = {
+    "en": {"w1": "How likely is it that this answer is correct? Reply with one probability "
+                 "between 0 and 1.",
+           "w2": "What is the probability that the answer above is right? Give a single "
+                 "number from 0 to 1.",
+           "label": "Probability:"},
+    "fr": {"w1": "Quelle est la probabilité que cette réponse soit correcte ? Répondez par une "
+                 "probabilité entre 0 et 1.",
+           "w2": "Avec quelle probabilité la réponse ci-dessus est-elle juste ? Donnez un seul "
+                 "nombre de 0 à 1.",
+           "label": "Probabilité :"},
+    "es": {"w1": "¿Qué probabilidad hay de que esta respuesta sea correcta? Responda con una "
+                 "probabilidad entre 0 y 1.",
+           "w2": "¿Cuál es la probabilidad de que la respuesta anterior sea acertada? Dé un "
+                 "solo número de 0 a 1.",
+           "label": "Probabilidad:"},
+    "de": {"w1": "Wie wahrscheinlich ist es, dass diese Antwort richtig ist? Antworten Sie mit "
+                 "einer Wahrscheinlichkeit zwischen 0 und 1.",
+           "w2": "Mit welcher Wahrscheinlichkeit ist die obige Antwort korrekt? Geben Sie eine "
+                 "einzige Zahl von 0 bis 1 an.",
+           "label": "Wahrscheinlichkeit:"},
+    "ru": {"w1": "Насколько вероятно, что этот ответ правильный? Ответьте одной вероятностью "
+                 "от 0 до 1.",
+           "w2": "Какова вероятность того, что ответ выше верен? Дайте одно число от 0 до 1.",
+           "label": "Вероятность:"},
+    "zh": {"w1": "这个答案正确的可能性有多大？请用一个0到1之间的概率回答。",
+           "w2": "上面的答案是对的概率是多少？请给出一个0到1之间的数字。",
+           "label": "概率："},
+}
+ORDERS: tuple[str, ...] = ("answer_first", "question_first")
+WORDINGS: tuple[str, ...] = ("w1", "w2")
+#: every variant id ``{language}/{wording}/{order}``, the primary first
+VARIANTS: tuple[str, ...] = tuple(f"{lang}/{w}/{o}" for lang in ("en", "query")
+                                  for w in WORDINGS for o in ORDERS)
+PRIMARY_VARIANT = "en/w1/answer_first"
 ELICITATION_MAX_NEW_TOKENS = 8
 VERBALIZED_NAME = "verbalized.jsonl"
 ParseStatus = Literal["ok", "empty", "no_number", "malformed", "out_of_range"]
 PARSE_STATUSES: tuple[str, ...] = ("ok", "empty", "no_number", "malformed", "out_of_range")
 
-_NUMBER = re.compile(r"^(?P<num>\d+(?:\.\d+)?|\.\d+)\s*(?P<pct>%)?\s*\.?$")
+_NUMBER = re.compile(r"^(?P<num>\d+(?:[.,]\d+)?|[.,]\d+)\s*(?P<pct>[%％])?\s*\.?$")
 _MAX_LINE = 200
 
 
@@ -90,6 +150,10 @@ class VerbalizedRecord(BaseModel):
     fact_id: str
     elicitation_version: str
     answer: str
+    #: ``{language}/{wording}/{order}`` (:data:`VARIANTS`)
+    variant: str = PRIMARY_VARIANT
+    #: the eliciting backend's identity: ``{"model_path", "weights_sha256"}``
+    eliciting_model: dict[str, Any] | None = None
     raw_response: str
     status: GenerationStatus = "ok"
     error: str | None = None
@@ -108,7 +172,40 @@ def build_elicitation_prompt(query: Any, answer: str) -> str:
     How likely is it that this answer is correct? Reply with one probability between 0 and 1.
     Probability:
     """
-    return ELICITATION_TEMPLATE.format(prompt=build_prompt(query), answer=" ".join(answer.split()))
+    return build_variant_prompt(query, answer, PRIMARY_VARIANT)
+
+
+def variant_language(query: Any, variant: str) -> str:
+    """Return the language a variant asks in: ``en``, or the query's own language."""
+    lang = variant.split("/")[0]
+    if lang == "en":
+        return "en"
+    value = query.get("language") if isinstance(query, dict) else getattr(query, "language", None)
+    return str(value or "en")
+
+
+def build_variant_prompt(query: Any, answer: str, variant: str) -> str:
+    r"""Build the elicitation prompt of one variant (module docstring).
+
+    Raises:
+        KeyError: no question template for the variant's language.
+
+    >>> q = {"condition_family": "paraphrase", "query": "La capitale de la France est",
+    ...      "language": "fr"}
+    >>> print(build_variant_prompt(q, "Paris", "query/w2/question_first"))
+    Avec quelle probabilité la réponse ci-dessus est-elle juste ? Donnez un seul nombre de 0 à 1.
+    La capitale de la France est
+    Answer: Paris
+    Probabilité :
+    """
+    lang, wording, order = variant.split("/")
+    if wording not in WORDINGS or order not in ORDERS or lang not in ("en", "query"):
+        raise ValueError(f"unknown elicitation variant {variant!r}")
+    ask = ASK_TEMPLATES[variant_language(query, variant)]
+    shown = f"{build_prompt(query)} {' '.join(answer.split())}"
+    if order == "answer_first":
+        return f"{shown}\n{ask[wording]}\n{ask['label']}"
+    return f"{ask[wording]}\n{shown}\n{ask['label']}"
 
 
 def parse_verbalized_confidence(text: str) -> tuple[float | None, ParseStatus]:
@@ -120,6 +217,8 @@ def parse_verbalized_confidence(text: str) -> tuple[float | None, ParseStatus]:
     >>> parse_verbalized_confidence(" 0.85\nQuestion: ...")
     (0.85, 'ok')
     >>> parse_verbalized_confidence("80%")
+    (0.8, 'ok')
+    >>> parse_verbalized_confidence("0,8")
     (0.8, 'ok')
     >>> parse_verbalized_confidence("85")
     (None, 'out_of_range')
@@ -138,7 +237,7 @@ def parse_verbalized_confidence(text: str) -> tuple[float | None, ParseStatus]:
     m = _NUMBER.match(line)
     if m is None:
         return None, "malformed"
-    value = float(m.group("num")) / (100.0 if m.group("pct") else 1.0)
+    value = float(m.group("num").replace(",", ".")) / (100.0 if m.group("pct") else 1.0)
     if not 0.0 <= value <= 1.0:
         return None, "out_of_range"
     return value, "ok"
@@ -157,52 +256,86 @@ def _answered_rows(path: Path) -> list[ScoredRecord]:
     return rows
 
 
-def _done_ids(path: Path) -> set[str]:
-    done: set[str] = set()
+def _done_ids(path: Path) -> set[tuple[str, str]]:
+    done: set[tuple[str, str]] = set()
     if path.is_file():
         for line, rec in iter_jsonl(path, VerbalizedRecord):
-            qid = rec.query_id  # type: ignore[union-attr]
-            if qid in done:
-                raise FksInputError(f"{qid} is recorded twice", path=path, line=line,
-                                    field="query_id")
-            done.add(qid)
+            assert isinstance(rec, VerbalizedRecord)
+            if rec.elicitation_version != ELICITATION_VERSION:
+                raise FksInputError(f"elicited under {rec.elicitation_version!r}, not "
+                                    f"{ELICITATION_VERSION!r} (use a fresh file)", path=path,
+                                    line=line, field="elicitation_version")
+            key = (rec.query_id, rec.variant)
+            if key in done:
+                raise FksInputError(f"{rec.query_id} / {rec.variant} is recorded twice",
+                                    path=path, line=line, field="query_id")
+            done.add(key)
     return done
 
 
-def _record(rec: ScoredRecord, answer: str, output: Any) -> VerbalizedRecord:
+def eliciting_identity(backend: GenerationBackend) -> dict[str, Any]:
+    """``{"model_path", "weights_sha256"}`` of a backend (from its ``describe()``)."""
+    d = backend.describe() or {}
+    return {"model_path": d.get("model_path") or d.get("model"),
+            "weights_sha256": d.get("weights_sha256")}
+
+
+def _record(rec: ScoredRecord, answer: str, output: Any, variant: str,
+            identity: dict[str, Any]) -> VerbalizedRecord:
     text = output.text if output.status == "ok" else ""
     value, status = parse_verbalized_confidence(text)
     return VerbalizedRecord(
         model=rec.model, query_id=rec.query_id, fact_id=rec.fact_id,
-        elicitation_version=ELICITATION_VERSION, answer=answer, raw_response=text,
+        elicitation_version=ELICITATION_VERSION, answer=answer, variant=variant,
+        eliciting_model=identity, raw_response=text,
         status=output.status, error=output.error, confidence=value, parse_status=status,
         n_generated_tokens=output.n_generated_tokens,
     )
 
 
+def _variants_of(query: Query, variants: tuple[str, ...]) -> tuple[list[str], int]:
+    """List the variants to ask for one query; count those lacking a template."""
+    todo, missing = [], 0
+    for v in variants:
+        if v.startswith("query/"):
+            lang = variant_language(query, v)
+            if lang == "en":
+                continue  # the same prompt as the en variant
+            if lang not in ASK_TEMPLATES:
+                missing += 1
+                continue
+        todo.append(v)
+    return todo, missing
+
+
 def elicit_verbalized(
     run_dir: str | Path, backend: GenerationBackend, *,
     benchmark: str | Path | Benchmark, batch_size: int = 16,
-    max_new_tokens: int = ELICITATION_MAX_NEW_TOKENS,
+    max_new_tokens: int = ELICITATION_MAX_NEW_TOKENS, variants: str = "all",
 ) -> dict[str, Any]:
     """Run the elicitation pass of ``RUN/scored.jsonl`` into ``RUN/verbalized.jsonl``.
 
-    Every scored row with an ok generation and a non-empty answer span is elicited once
-    (rows already in the file are skipped, so a rerun resumes); failures are written with
-    their ``status``/``error`` and count as invalid confidences later. The manifest gains
-    ``stages.calibrate_elicit``.
+    Every scored row with an ok generation and a non-empty answer span is elicited once per
+    variant (``variants="all"``: :data:`VARIANTS`; ``"primary"``: the primary prompt only);
+    (query, variant) pairs already in the file are skipped, so a rerun resumes; failures are
+    written with their ``status``/``error`` and count as invalid confidences later. The
+    manifest gains ``stages.calibrate_elicit``.
 
     Returns:
-        ``{"n_candidates", "n_existing", "n_written", "parse_status": {status: n}}``.
+        ``{"n_candidates", "n_existing", "n_written", "n_no_template", "variants",
+        "parse_status": {status: n}}``.
 
     Raises:
-        FksInputError: a bad scored/verbalized row, or a scored query missing from the
-            benchmark.
+        FksInputError: a bad scored/verbalized row (another elicitation version included), a
+            scored query missing from the benchmark, or unknown ``variants``.
     """
     from fks.judge import answer_span
 
     if batch_size < 1:
         raise FksInputError(f"must be >= 1; found {batch_size}", field="batch_size")
+    if variants not in ("all", "primary"):
+        raise FksInputError(f"must be all or primary; found {variants!r}", field="variants")
+    wanted = VARIANTS if variants == "all" else (PRIMARY_VARIANT,)
     run_dir = Path(run_dir)
     bench = benchmark if isinstance(benchmark, Benchmark) else load_benchmark(benchmark)
     queries: dict[str, Query] = {q.query_id: q for q in bench.queries}
@@ -214,30 +347,38 @@ def elicit_verbalized(
                             path=scored_path, field="query_id")
     out_path = run_dir / VERBALIZED_NAME
     done = _done_ids(out_path)
-    todo = [r for r in rows if r.query_id not in done]
+    identity = eliciting_identity(backend)
+    todo: list[tuple[ScoredRecord, str]] = []
+    n_no_template = 0
+    for r in rows:
+        these, lacking = _variants_of(queries[r.query_id], wanted)
+        n_no_template += lacking
+        todo += [(r, v) for v in these if (r.query_id, v) not in done]
     counts: Counter = Counter()
     with JsonlAppender(out_path) as out, progress_bar() as progress:
         task = progress.add_task("verbalized confidence", total=len(todo))
         for start in range(0, len(todo), batch_size):
             batch = todo[start:start + batch_size]
-            answers = [answer_span(r.raw_response, r.extracted_answer) for r in batch]
-            prompts = [build_elicitation_prompt(queries[r.query_id], a)
-                       for r, a in zip(batch, answers, strict=True)]
+            answers = [answer_span(r.raw_response, r.extracted_answer) for r, _ in batch]
+            prompts = [build_variant_prompt(queries[r.query_id], a, v)
+                       for (r, v), a in zip(batch, answers, strict=True)]
             outputs = backend.generate(prompts, max_new_tokens=max_new_tokens)
             if len(outputs) != len(batch):
                 raise RuntimeError(f"backend returned {len(outputs)} outputs for {len(batch)}")
-            records = [_record(r, a, o) for r, a, o in zip(batch, answers, outputs, strict=True)]
+            records = [_record(r, a, o, v, identity)
+                       for (r, v), a, o in zip(batch, answers, outputs, strict=True)]
             out.write_batch(records)
             counts.update(r.parse_status if r.status == "ok" else r.status for r in records)
             progress.update(task, advance=len(batch))
     info = {"n_candidates": len(rows), "n_existing": len(done), "n_written": len(todo),
+            "n_no_template": n_no_template, "variants": list(wanted),
             "parse_status": dict(counts)}
     update_run_manifest(run_dir, stage="calibrate_elicit", stage_info={
         **info, "elicitation_version": ELICITATION_VERSION, "template": ELICITATION_TEMPLATE,
-        "max_new_tokens": max_new_tokens, "backend": backend.describe(),
+        "ask_templates": ASK_TEMPLATES, "max_new_tokens": max_new_tokens,
+        "backend": backend.describe(), "eliciting_model": identity,
         "sha256": sha256_file(out_path),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
     })
     log.info("verbalized confidence: %d elicited, %d already there", len(todo), len(done))
     return info
-

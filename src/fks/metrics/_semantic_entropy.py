@@ -19,19 +19,31 @@ answer makes this an equivalence (bidirectional, transitive) by construction. Li
 scorer's abstain/ambiguous hints are not applied to samples (an abstention phrase becomes a
 string cluster of its own).
 
-**Estimators** over the ``k`` cluster ids with counts ``n_c`` (``sum n_c = k``), natural log:
+**Estimators of** ``P(c|x)`` (:func:`cluster_probabilities`), natural log:
 
-* plug-in (the discrete semantic entropy, each sample weighing ``1/k``, i.e. the Monte Carlo
-  estimate of ``P(c|x)``): ``H = -sum_c (n_c/k) log(n_c/k)``;
-* Miller-Madow: ``H_MM = H + (m - 1) / (2k)``, ``m`` = number of observed clusters (first-order
-  correction of the plug-in's downward bias; may exceed ``log k``).
+* the text's estimator (``logprob``): ``P(c|x) = sum_{y in c} P(y|x)`` over the *distinct*
+  sampled strings ``y`` of cluster ``c``, with ``P(y|x)`` the sample's own probability under
+  the model (``sample_logprobs``, recorded by the sampler), normalised over the observed
+  clusters (the samples cover only part of the answer space);
+* the count estimator (``count``): ``n_c / k``, each sample weighing ``1/k``.
 
-Confidence source ``semantic_entropy`` (its own curve): ``1 - H / log k`` in ``[0, 1]`` (needs
-``k >= 2``). Low entropy is not correctness: a model can repeat the same wrong answer.
+Semantic entropy ``H = -sum_c P(c|x) log P(c|x)`` under each; Miller-Madow
+``H_MM = H_count + (m - 1)/(2k)`` (``m`` observed clusters) beside the count estimator.
+
+**Confidence of the greedy answer.** The greedy answer (``generations.jsonl``) is clustered the
+same way, into ``c*``; the confidence is ``P(c*|x)``, the probability of the greedy answer's
+cluster (0 when no sample falls in it): two sources, each with its own curve,
+``semantic_cluster_probability`` (the ``logprob`` estimator; invalid ``no_sample_logprobs`` for
+files without log-probs) and ``semantic_cluster_share`` (the ``count`` estimator). The entropy
+is reported as a description of the samples, not as a probability. Low entropy is not
+correctness: a model can repeat the same wrong answer.
+
+A samples file drawn from another model than the run's generations is exit 2.
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import logging
 import math
@@ -49,7 +61,9 @@ from fks.io import JsonlAppender, iter_jsonl
 
 __all__ = [
     "SAMPLES_NAME",
-    "SE_SOURCE",
+    "SE_SOURCES",
+    "cluster_probabilities",
+    "entropy_of",
     "SE_PER_QUERY_NAME",
     "SampleRecord",
     "SemanticEntropyData",
@@ -66,10 +80,15 @@ log = logging.getLogger(__name__)
 
 SAMPLES_NAME = "samples.jsonl"
 SE_PER_QUERY_NAME = "semantic_entropy_per_query.jsonl"
-SE_SOURCE = "semantic_entropy"
-SE_SOURCE_DESCRIPTION = (
-    "1 - H_sem / log k: H_sem the plug-in entropy of the alias-judge clusters of k answers "
-    "sampled at a frozen temperature (RUN/samples.jsonl, `fks calibrate sample`)")
+SE_SOURCES: dict[str, str] = {
+    "semantic_cluster_probability": (
+        "P(c*|x): probability of the greedy answer's semantic cluster, P(c|x) = sum over the "
+        "distinct sampled answers y in c of P(y|x) (their own log-probabilities), normalised "
+        "over the observed clusters (RUN/samples.jsonl, `fks calibrate sample`)"),
+    "semantic_cluster_share": (
+        "P(c*|x) by the count estimator: share of the k samples in the greedy answer's "
+        "semantic cluster"),
+}
 SAMPLING_VERSION = "fks-sampling-v1"
 DEFAULT_K = 5
 DEFAULT_TEMPERATURE = 1.0
@@ -108,6 +127,47 @@ def semantic_entropy(cluster_ids: Sequence[str]) -> float:
     return float(cluster_assignment_entropy(cluster_ids)["plug_in"])
 
 
+def cluster_probabilities(cluster_ids: Sequence[str], logprobs: Sequence[float] | None = None,
+                          samples: Sequence[str] | None = None) -> dict[str, float]:
+    r"""``P(c|x)`` per observed cluster (module docstring), summing to 1.
+
+    Without ``logprobs``: the count estimator ``n_c / k``. With them (and the ``samples``
+    strings, to count each distinct string once): ``P(c) = sum_{distinct y in c} exp(lp_y)``
+    normalised over the clusters, computed with a log-sum-exp.
+
+    >>> cluster_probabilities(["a", "a", "b"])
+    {'a': 0.6666666666666666, 'b': 0.3333333333333333}
+    >>> p = cluster_probabilities(["a", "a", "b"], [math.log(.5), math.log(.5), math.log(.25)],
+    ...                           ["x", "x", "y"])
+    >>> round(p["a"], 6), round(p["b"], 6)
+    (0.666667, 0.333333)
+    """
+    k = len(cluster_ids)
+    if k == 0:
+        raise ValueError("at least one cluster assignment is needed")
+    if logprobs is None:
+        counts = Counter(cluster_ids)
+        return {c: counts[c] / k for c in sorted(counts)}
+    if len(logprobs) != k or samples is None or len(samples) != k:
+        raise ValueError("logprobs and samples must be aligned with the cluster ids")
+    seen: dict[str, tuple[str, float]] = {}
+    for c, y, lp in zip(cluster_ids, samples, logprobs, strict=True):
+        seen.setdefault(y, (c, float(lp)))
+    by_cluster: dict[str, list[float]] = defaultdict(list)
+    for c, lp in seen.values():
+        by_cluster[c].append(lp)
+    top = max(lp for c, lp in seen.values())
+    mass = {c: sum(math.exp(lp - top) for lp in lps) for c, lps in by_cluster.items()}
+    total = sum(mass.values())
+    return {c: mass[c] / total for c in sorted(mass)}
+
+
+def entropy_of(probs: dict[str, float]) -> float:
+    """``-sum_c P(c) log P(c)`` (nats), order-free, >= 0."""
+    h = -sum(p * math.log(p) for p in sorted(probs.values()) if p > 0)
+    return max(h, 0.0)
+
+
 def se_confidence(h: float, k: int) -> float | None:
     """Confidence ``1 - h / log k`` clipped to ``[0, 1]``; None when ``k < 2``."""
     if k < 2:
@@ -126,8 +186,14 @@ def _seeded_generator(seed: int, device: Any) -> Any:
 
 def _sample_batch(model: Any, tokenizer: Any, prompts: Sequence[str], seeds: Sequence[int], *,
                   k: int, temperature: float, max_new_tokens: int, max_prompt_len: int,
-                  eos_ids: Sequence[int]) -> list[list[str]]:
-    """Sample ``k`` continuations of each prompt in one left-padded batch (KV cache)."""
+                  eos_ids: Sequence[int]) -> tuple[list[list[str]], list[list[float]]]:
+    """Sample ``k`` continuations of each prompt in one left-padded batch (KV cache).
+
+    Returns ``(texts, logprobs)``, each ``[prompt][sample]``: ``logprobs`` is the sample's
+    log-probability under the model itself, ``sum_t log softmax(raw logits_t)[token_t]`` over
+    the tokens before EOS (temperature 1, whatever the sampling temperature; the same
+    convention as a generation's ``answer_logprobs``).
+    """
     import torch
 
     from fks.generate.prompts import encode_prompt
@@ -146,6 +212,7 @@ def _sample_batch(model: Any, tokenizer: Any, prompts: Sequence[str], seeds: Seq
     gens = [_seeded_generator(s, device) for s in seeds]
     eos = torch.tensor(list(eos_ids), device=device)
     done = torch.zeros(len(rows), dtype=torch.bool, device=device)
+    lp_sum = torch.zeros(len(rows), dtype=torch.float64, device=device)
     out = torch.full((len(rows), max_new_tokens), pad, dtype=torch.long, device=device)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
     cur, past = ids, None
@@ -157,10 +224,14 @@ def _sample_batch(model: Any, tokenizer: Any, prompts: Sequence[str], seeds: Seq
             res = model(input_ids=cur, attention_mask=mask, position_ids=pos,
                         **{cache_arg: past}, use_cache=True)
             past = getattr(res, cache_arg)
-            probs = torch.softmax(res.logits[:, -1, :].float() / temperature, dim=-1)
+            logits = res.logits[:, -1, :].float()
+            probs = torch.softmax(logits / temperature, dim=-1)
             tok = torch.cat([torch.multinomial(probs[i * k:(i + 1) * k], 1, generator=g)
                              for i, g in enumerate(gens)]).squeeze(-1)
             tok = torch.where(done, torch.full_like(tok, pad), tok)
+            own = torch.log_softmax(logits, dim=-1).gather(-1, tok[:, None]).squeeze(-1)
+            counted = ~done & ~torch.isin(tok, eos)
+            lp_sum += torch.where(counted, own.double(), torch.zeros_like(lp_sum))
             out[:, step] = tok
             done |= torch.isin(tok, eos)
             if bool(done.all()):
@@ -173,7 +244,9 @@ def _sample_batch(model: Any, tokenizer: Any, prompts: Sequence[str], seeds: Seq
     for row in out.cpu().tolist():
         stop = next((j for j, t in enumerate(row) if t in eos_set), len(row))
         texts.append(tokenizer.decode(row[:stop], skip_special_tokens=True))
-    return [texts[i * k:(i + 1) * k] for i in range(len(prompts))]
+    lps = [float(x) for x in lp_sum.cpu().tolist()]
+    return ([texts[i * k:(i + 1) * k] for i in range(len(prompts))],
+            [lps[i * k:(i + 1) * k] for i in range(len(prompts))])
 
 
 def _check_protocol(k: int, temperature: float, batch_size: int) -> None:
@@ -214,7 +287,7 @@ def sample_answers(model: Any, tokenizer: Any, prompts: Sequence[str], *, k: int
         seeds = [seed + offset + start + i for i in range(len(part))]
         out += _sample_batch(model, tokenizer, part, seeds, k=k, temperature=temperature,
                              max_new_tokens=max_new_tokens, max_prompt_len=max_prompt_len,
-                             eos_ids=eos)
+                             eos_ids=eos)[0]
     return out
 
 
@@ -230,6 +303,8 @@ class SampleRecord(BaseModel):
     condition_family: str
     language: str
     samples: list[str]
+    #: each sample's log-probability under the model (None in files from before they were kept)
+    sample_logprobs: list[float] | None = None
     temperature: float = Field(gt=0)
     k: int = Field(ge=1)
     seed: int
@@ -238,16 +313,22 @@ class SampleRecord(BaseModel):
 
 
 def _sample_queries(bench: Any, run_dir: Path, limit: int | None) -> list[Any]:
-    """List the queries to sample, in benchmark order, then the first ``limit``.
+    """List the queries to sample.
 
     Main-forward queries (each query's own boolean); the generated ones only when
-    ``RUN/generations.jsonl`` exists.
+    ``RUN/generations.jsonl`` exists. Order: whole facts in ``sha256(SAMPLING_VERSION + ":" +
+    fact_id)`` order, a fact's queries in benchmark order; ``limit`` keeps the first ``limit``
+    queries of that order, so a slice spreads over relations and facts instead of being the
+    head of the file (and a fact is cut at most once, at the end).
     """
     qs = [q for q in bench.queries if q.use_for_main_forward]
     gen_path = run_dir / "generations.jsonl"
     if gen_path.is_file():
         done = {row.get("query_id") for _, row in iter_jsonl(gen_path)}
         qs = [q for q in qs if q.query_id in done]
+    rank = {f: hashlib.sha256(f"{SAMPLING_VERSION}:{f}".encode()).hexdigest()
+            for f in {q.fact_id for q in qs}}
+    qs = [q for _, q in sorted(enumerate(qs), key=lambda iq: (rank[iq[1].fact_id], iq[0]))]
     if limit is not None:
         if limit < 0:
             raise FksInputError(f"must be >= 0; found {limit}", field="limit")
@@ -270,6 +351,18 @@ def _existing(path: Path, protocol: dict[str, Any]) -> set[str]:
     return done
 
 
+def _run_model_name(run_dir: Path) -> str | None:
+    """Return the run's model name (its generations' ``model``, else the manifest's), or None."""
+    gen_path = run_dir / "generations.jsonl"
+    if gen_path.is_file():
+        for _, row in iter_jsonl(gen_path):
+            if isinstance(row, dict) and row.get("model"):
+                return str(row["model"])
+    from fks.generate.manifest import read_run_manifest
+
+    return (read_run_manifest(run_dir).get("model") or {}).get("name")
+
+
 def sample_run(run_dir: str | Path, backend: Any, *, benchmark: Any, k: int = DEFAULT_K,
                temperature: float = DEFAULT_TEMPERATURE, seed: int, max_new_tokens: int,
                max_prompt_len: int, limit: int | None = None, batch_size: int = 8
@@ -290,13 +383,13 @@ def sample_run(run_dir: str | Path, backend: Any, *, benchmark: Any, k: int = DE
     queries = _sample_queries(benchmark, run_dir, limit)
     done = _existing(path, protocol)
     todo = [(i, q) for i, q in enumerate(queries) if q.query_id not in done]
-    model_name = str(getattr(backend, "model_path", "model"))
+    model_name = _run_model_name(run_dir) or str(getattr(backend, "model_path", "model"))
     _check_protocol(k, temperature, batch_size)
     with JsonlAppender(path) as out, progress_bar() as bar:
         task = bar.add_task("sampling", total=len(todo))
         for start in range(0, len(todo), batch_size):
             chunk = todo[start:start + batch_size]
-            texts = _sample_batch(  # a query's seed is seed + its position in `queries`
+            texts, lps = _sample_batch(  # a query's seed is seed + its position in `queries`
                 backend.model, backend.tokenizer, [build_prompt(q) for _, q in chunk],
                 [seed + i for i, _ in chunk], k=k, temperature=temperature,
                 max_new_tokens=max_new_tokens, max_prompt_len=max_prompt_len,
@@ -304,9 +397,9 @@ def sample_run(run_dir: str | Path, backend: Any, *, benchmark: Any, k: int = DE
             out.write_batch([{
                 "model": model_name, "query_id": q.query_id, "fact_id": q.fact_id,
                 "relation": q.relation, "condition_family": q.condition_family,
-                "language": q.language, "samples": s, **protocol,
+                "language": q.language, "samples": s, "sample_logprobs": lp, **protocol,
                 "prompt_version": PROMPT_VERSION, "sampling_version": SAMPLING_VERSION,
-            } for (_, q), s in zip(chunk, texts, strict=True)])
+            } for (_, q), s, lp in zip(chunk, texts, lps, strict=True)])
             bar.update(task, advance=len(chunk))
     return {"file": str(path), "n_queries": len(queries), "n_sampled": len(todo),
             "n_skipped": len(queries) - len(todo), **protocol,
@@ -337,22 +430,36 @@ class SemanticEntropyData:
     protocol: dict[str, Any]
     path: Path
 
-    def confidence(self, query_id: str) -> tuple[float | None, str | None]:
-        """``(1 - H/log k, None)`` or ``(None, reason)`` for one query."""
+    def confidences(self, query_id: str) -> dict[str, tuple[float | None, str | None]]:
+        """``{source: (P(c*|x), None) or (None, reason)}`` for one query (both sources)."""
         row = self.rows.get(query_id)
         if row is None:
-            return None, "not_sampled"
-        value = se_confidence(row["se_plug_in"], row["k"])
-        return (value, None) if value is not None else (None, "k_below_2")
+            return {src: (None, "not_sampled") for src in SE_SOURCES}
+        if row["greedy_cluster"] is None:
+            return {src: (None, "no_greedy_answer") for src in SE_SOURCES}
+        share = (row["p_count"].get(row["greedy_cluster"], 0.0), None)
+        prob = ((None, "no_sample_logprobs") if row["p_logprob"] is None
+                else (row["p_logprob"].get(row["greedy_cluster"], 0.0), None))
+        return {"semantic_cluster_probability": prob, "semantic_cluster_share": share}
 
 
-def load_semantic_entropy(run_dir: Path, bench: Any, model: str | None = None
-                          ) -> SemanticEntropyData | None:
+def load_semantic_entropy(run_dir: Path, bench: Any, model: str | None = None,
+                          greedy: dict[str, str] | None = None,
+                          model_aliases: Sequence[str] = ()) -> SemanticEntropyData | None:
     """Read and cluster ``RUN/samples.jsonl``; None when the file does not exist.
+
+    Args:
+        run_dir: the run directory.
+        bench: the benchmark (the lexicons to cluster against).
+        model: the run's model; a row sampled from another model (neither ``model`` nor one
+            of ``model_aliases``, e.g. the manifest's model path) is exit 2.
+        greedy: ``{query_id: raw_response}`` of the greedy generations (the ``c*`` answers).
+        model_aliases: other names of the run's model.
 
     Raises:
         FksInputError: no benchmark to cluster against, a query unknown to it or with another
-            fact, a duplicate query, ``len(samples) != k``, or rows of mixed protocols.
+            fact, a duplicate query, ``len(samples) != k`` (or of the log-probs), rows of mixed
+            protocols, or another model.
     """
     from fks.judge import build_lexicons
 
@@ -364,6 +471,8 @@ def load_semantic_entropy(run_dir: Path, bench: Any, model: str | None = None
                             path=path, field="benchmark")
     queries = {q.query_id: q for q in bench.queries}
     lexicons = build_lexicons(bench)
+    greedy = greedy or {}
+    known = {m for m in (model, *model_aliases) if m}
     rows: dict[str, dict[str, Any]] = {}
     protocol: dict[str, Any] | None = None
     for line, rec in iter_jsonl(path, SampleRecord):
@@ -371,12 +480,21 @@ def load_semantic_entropy(run_dir: Path, bench: Any, model: str | None = None
         if q is None or q.fact_id != rec.fact_id:
             raise FksInputError(f"{rec.query_id} is not a query of fact {rec.fact_id} in the "
                                 "benchmark", path=path, line=line, field="query_id")
+        if known and rec.model not in known:
+            raise FksInputError(f"sampled from {rec.model!r}, but the run's generations are "
+                                f"from {model!r}: semantic entropy must come from the same "
+                                "model", path=path, line=line, field="model")
         if rec.query_id in rows:
             raise FksInputError(f"{rec.query_id} is sampled twice", path=path, line=line,
                                 field="query_id")
         if len(rec.samples) != rec.k:
             raise FksInputError(f"{len(rec.samples)} samples for k={rec.k}", path=path,
                                 line=line, field="samples")
+        lps = rec.sample_logprobs
+        if lps is not None and (len(lps) != rec.k or not all(
+                math.isfinite(v) and v <= 1e-4 for v in lps)):
+            raise FksInputError(f"needs {rec.k} finite log-probabilities <= 0", path=path,
+                                line=line, field="sample_logprobs")
         this = {"k": rec.k, "temperature": rec.temperature, "seed": rec.seed,
                 "max_new_tokens": rec.max_new_tokens, "model": rec.model}
         if protocol is None:
@@ -385,17 +503,24 @@ def load_semantic_entropy(run_dir: Path, bench: Any, model: str | None = None
             bad = next(n for n in this if this[n] != protocol[n])
             raise FksInputError(f"mixed sampling protocols: {this[bad]!r} != {protocol[bad]!r}",
                                 path=path, line=line, field=bad)
-        clusters = cluster_samples(rec.samples, q, bench.facts_by_id[q.fact_id], lexicons)
+        fact = bench.facts_by_id[q.fact_id]
+        clusters = cluster_samples(rec.samples, q, fact, lexicons)
         est = cluster_assignment_entropy(clusters)
+        p_count = cluster_probabilities(clusters)
+        p_lp = (None if lps is None else
+                cluster_probabilities(clusters, [min(v, 0.0) for v in lps], rec.samples))
+        raw = greedy.get(rec.query_id)
+        star = cluster_samples([raw], q, fact, lexicons)[0] if raw else None
         rows[rec.query_id] = {
             "query_id": rec.query_id, "fact_id": rec.fact_id, "relation": rec.relation,
             "condition_family": rec.condition_family, "language": rec.language, "k": rec.k,
             "clusters": clusters, "n_clusters": est["n_clusters"],
+            "p_count": p_count, "p_logprob": p_lp, "greedy_cluster": star,
             "se_plug_in": est["plug_in"], "se_miller_madow": est["miller_madow"],
-            "confidence": se_confidence(est["plug_in"], rec.k)}
-    if model is not None and protocol is not None and protocol["model"] != model:
-        log.warning("%s was sampled from %r, the run's generations from %r", path,
-                    protocol["model"], model)
+            "se_logprob": None if p_lp is None else entropy_of(p_lp),
+            "p_greedy_cluster_count": None if star is None else p_count.get(star, 0.0),
+            "p_greedy_cluster_logprob": None if star is None or p_lp is None
+            else p_lp.get(star, 0.0)}
     return SemanticEntropyData(rows=rows, protocol=protocol or {}, path=path)
 
 
@@ -439,8 +564,10 @@ def semantic_entropy_summary(data: SemanticEntropyData, run_dir: Path) -> dict[s
         by_family[r["condition_family"]].append(r)
 
     def stats(part: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        with_lp = [r["se_logprob"] for r in part if r["se_logprob"] is not None]
         return {"n_queries": len(part),
                 "mean_plug_in": _mean([r["se_plug_in"] for r in part]),
+                "mean_logprob": _mean(with_lp), "n_with_logprobs": len(with_lp),
                 "mean_miller_madow": _mean([r["se_miller_madow"] for r in part]),
                 "mean_n_clusters": _mean([r["n_clusters"] for r in part])}
 
@@ -449,9 +576,15 @@ def semantic_entropy_summary(data: SemanticEntropyData, run_dir: Path) -> dict[s
         f"{SE_PER_QUERY_NAME}", "protocol": {**data.protocol, "version": SAMPLING_VERSION},
         "clustering": "alias judge step one (fks.judge.assign_alias), reference-blind, on "
                       "answer_span(sample) against the relation slot's lexicon",
-        "estimators": {"plug_in": "-sum_c (n_c/k) log(n_c/k), natural log",
+        "estimators": {"logprob": "P(c|x) = sum over distinct sampled y in c of P(y|x) (the "
+                                  "samples' own log-probs), normalised over observed clusters; "
+                                  "H = -sum_c P log P",
+                       "plug_in": "count estimator P(c|x) = n_c/k; -sum_c (n_c/k) log(n_c/k), "
+                                  "natural log",
                        "miller_madow": "plug_in + (m - 1)/(2k), m observed clusters"},
-        "confidence_source": f"{SE_SOURCE}: 1 - plug_in / log k, its own curve",
+        "confidence_sources": SE_SOURCES,
+        "greedy_cluster": "the greedy answer (generations.jsonl) clustered like the samples; "
+                          "its P(c*|x) is the confidence (0 when no sample is in c*)",
         "overall": stats(rows),
         "by_family": {f: stats(by_family[f]) for f in sorted(by_family)},
         "bes_comparison": _bes_comparison(run_dir, rows),

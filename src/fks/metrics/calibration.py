@@ -4,23 +4,33 @@ The public surface; the implementation lives in private modules:
 
 * kernels (``_calibration_core``): :func:`calibration_summary` (the text's reference function:
   equal-width ECE with ``torch.bucketize`` bins, Brier, tie-aware risk-coverage), NLL with its
-  clipping threshold, reliability tables (equal-width / equal-mass ECE, per-bin counts and
-  Wilson intervals), AURC and risk at preset coverages, :func:`calibration_report`;
-* fact-clustered bootstrap intervals (``_calibration_boot``), on the shared bootstrap core;
+  clipping threshold, reliability tables (equal-width / equal-mass-by-rank ECE, per-bin counts
+  and fact-clustered intervals), AURC and risk at preset coverages in a named coverage view
+  (:data:`COVERAGE_VIEWS`: confidence / end-to-end), :func:`calibration_report`;
+* fact-clustered intervals (``_calibration_boot``): bootstrap of the figures, per-bin Wilson at
+  the effective number of facts, paired differences (source vs source, recalibrated vs raw);
+* answer-span probability (``_calibration_span``): the tokens of the judge's answer span;
 * recalibration (``_calibration_recal``): temperature scaling and isotonic regression, fitted
   on a hash-based dev split of facts and reported on the test split only;
-* verbalized confidence (``_calibration_verbalized``): the frozen elicitation prompt, the strict
-  parser, and the resumable elicitation pass through a generation backend;
-* semantic entropy (``_semantic_entropy``): seeded temperature sampling
-  (``fks calibrate sample``), alias-judge clustering, plug-in / Miller-Madow entropy;
+* verbalized confidence (``_calibration_verbalized``): the frozen elicitation prompts (two
+  wordings x two orders x English / the query's language), the strict parser, and the
+  resumable elicitation pass through a generation backend;
+* semantic entropy (``_semantic_entropy``): seeded temperature sampling with each sample's
+  log-probability (``fks calibrate sample``), alias-judge clustering, P(c|x) by log-prob and
+  by count, the greedy cluster's P(c*|x);
 * the stage (``_calibration_run``): ``fks calibrate RUN`` -- sources x event x readings with
-  coverage accounting, slices, outputs.
+  coverage accounting in both coverage views, slices, provenance, outputs.
 
 Importing this module does not import torch; torch tensors are still accepted as inputs.
 """
 
-from fks.metrics._calibration_boot import fact_clustered_intervals
+from fks.metrics._calibration_boot import (
+    fact_clustered_intervals,
+    paired_difference_intervals,
+    per_bin_accuracy_intervals,
+)
 from fks.metrics._calibration_core import (
+    COVERAGE_VIEWS,
     DEFAULT_NLL_EPS,
     EMPTY_BIN_POLICY,
     as_observations,
@@ -29,6 +39,7 @@ from fks.metrics._calibration_core import (
     bucketize_equal_width,
     calibration_report,
     calibration_summary,
+    equal_mass_bins,
     equal_mass_edges,
     equal_width_boundaries,
     nll_score,
@@ -55,24 +66,37 @@ from fks.metrics._calibration_run import (
     logprob_confidences,
     run_calibration,
 )
+from fks.metrics._calibration_span import SPAN_SOURCES, span_probabilities
 from fks.metrics._calibration_verbalized import (
+    ASK_TEMPLATES,
     ELICITATION_MAX_NEW_TOKENS,
     ELICITATION_TEMPLATE,
     ELICITATION_VERSION,
     PARSE_STATUSES,
+    PRIMARY_VARIANT,
+    VARIANTS,
     VerbalizedRecord,
     build_elicitation_prompt,
+    build_variant_prompt,
     elicit_verbalized,
     parse_verbalized_confidence,
 )
 from fks.metrics._semantic_entropy import (
+    SE_SOURCES,
     cluster_assignment_entropy,
+    cluster_probabilities,
     sample_answers,
     semantic_entropy,
 )
 
 __all__ = [
+    "ASK_TEMPLATES",
+    "COVERAGE_VIEWS",
     "DEFAULT_NLL_EPS",
+    "PRIMARY_VARIANT",
+    "SE_SOURCES",
+    "SPAN_SOURCES",
+    "VARIANTS",
     "EMPTY_BIN_POLICY",
     "ELICITATION_MAX_NEW_TOKENS",
     "ELICITATION_TEMPLATE",
@@ -90,6 +114,12 @@ __all__ = [
     "brier_score",
     "bucketize_equal_width",
     "build_elicitation_prompt",
+    "build_variant_prompt",
+    "cluster_probabilities",
+    "equal_mass_bins",
+    "paired_difference_intervals",
+    "per_bin_accuracy_intervals",
+    "span_probabilities",
     "calibration_report",
     "calibration_summary",
     "classify_outcome",

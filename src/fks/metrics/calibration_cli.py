@@ -52,6 +52,12 @@ def run_cmd(
         help="At most this many risk-coverage points in the JSON.")] = 512,
     plots: Annotated[bool, typer.Option(
         help="Also write PNG plots (needs matplotlib).")] = False,
+    min_facts_for_interval: Annotated[int, typer.Option(
+        help="A sample with fewer distinct facts gets no interval (the reason is shown).")
+    ] = 10,
+    tokenizer: Annotated[str | None, typer.Option(
+        help="Local tokenizer folder for the answer-span token offsets; default: the run "
+             "manifest's model folder.")] = None,
 ) -> None:
     """Write RUN/metrics/calibration_summary.json (also the default: fks calibrate RUN)."""
     from fks.cli import get_configs
@@ -63,15 +69,19 @@ def run_cmd(
     settings = CalibrationSettings(
         bins=bins, nll_eps=nll_eps, coverages=tuple(coverage or base.coverages),
         dev_fraction=dev_fraction, max_curve_points=max_curve_points,
-        n_resamples=boot.n_resamples, level=boot.confidence, seed=boot.seed)
+        n_resamples=boot.n_resamples, level=boot.confidence, seed=boot.seed,
+        min_facts_for_interval=min_facts_for_interval, tokenizer=tokenizer)
     summary = run_calibration(run, configs=configs, benchmark=benchmark, settings=settings,
                               plots=plots)
     for name, reading in summary["readings"].items():
         for src, block in reading["sources"].items():
             fig = block.get("figures")
-            if fig:
-                log.info("%s / %s: n=%d brier=%.4f ece=%.4f aurc=%.4f", name, src, fig["n"],
-                         fig["brier"], fig["ece_equal_width"], fig["aurc"])
+            e2e = (block.get("end_to_end") or {}).get("figures")
+            if fig and e2e:
+                log.info("%s / %s: n=%d brier=%.4f ece=%.4f aurc=%.4f | end-to-end n=%d "
+                         "accuracy=%.4f aurc=%.4f risk@1.0=%.4f", name, src, fig["n"],
+                         fig["brier"], fig["ece_equal_width"], fig["aurc"], e2e["n"],
+                         e2e["accuracy"], e2e["aurc"], 1.0 - e2e["accuracy"])
 
 
 @calibrate_app.command("elicit")
@@ -91,6 +101,9 @@ def elicit_cmd(
                         ] = None,
     api_key_env: Annotated[str, typer.Option(help="Variable holding the API key (openai).")
                            ] = "OPENAI_API_KEY",
+    variants: Annotated[str, typer.Option(
+        help="all: every wording/order/language variant (the protocol); primary: one prompt.")
+    ] = "all",
 ) -> None:
     """Ask the model for a verbalized probability of each of its answers (RUN/verbalized.jsonl)."""
     from fks.cli import get_configs
@@ -107,6 +120,8 @@ def elicit_cmd(
     if not bench:
         raise FksInputError("--benchmark is required (the run manifest names none)",
                             field="benchmark")
+    if variants not in ("all", "primary"):
+        raise FksInputError(f"must be all or primary; found {variants!r}", field="variants")
     if backend == "openai" and not base_url:
         raise FksInputError("--base-url is required with --backend openai", field="base_url")
     loaded = load_benchmark(bench)  # cheap input checks before the (slow) model load
@@ -117,7 +132,8 @@ def elicit_cmd(
         opts = {"revision": revision}
     gen = make_backend(backend, model_path, configs=configs, device=device,
                        trust_remote_code=trust_remote_code, **opts)
-    info = elicit_verbalized(run, gen, benchmark=loaded, batch_size=batch_size)
+    info = elicit_verbalized(run, gen, benchmark=loaded, batch_size=batch_size,
+                             variants=variants)
     log.info("verbalized confidence: %s", info)
 
 
@@ -129,8 +145,9 @@ def sample_cmd(
         help="Benchmark directory or hf[:REPO]; default: the one in the run manifest.")] = None,
     k: Annotated[int, typer.Option(help="Samples per query.")] = 5,
     temperature: Annotated[float, typer.Option(help="Frozen sampling temperature.")] = 1.0,
-    limit: Annotated[int | None, typer.Option(help="Only the first N main-forward queries.")
-                     ] = None,
+    limit: Annotated[int | None, typer.Option(
+        help="Only N main-forward queries: whole facts in a hash order (a spread slice).")
+    ] = None,
     seed: Annotated[int | None, typer.Option(
         help="Base seed (query i uses seed + i); default: generation.seed.")] = None,
     batch_size: Annotated[int, typer.Option(help="Prompts per batch.")] = 8,

@@ -144,8 +144,34 @@ def families_absent(run: RunData) -> list[str]:
     return list(dict.fromkeys(absent))
 
 
+def _interval_text(intervals: dict[str, Any] | None, name: str) -> str | None:
+    """``"[low, high]"`` of one figure, or the reason there is none."""
+    if not intervals:
+        return None
+    if intervals.get("status", "ok") != "ok":
+        return f"none: {intervals.get('reason', 'not computed')}"
+    rec = intervals.get(name) or {}
+    if rec.get("low") is None:
+        return None
+    return f"[{rec['low']:.3f}, {rec['high']:.3f}]"
+
+
+def _full_risk(fig: dict[str, Any] | None) -> float | None:
+    """Risk at full coverage of one view (the last risk-at-coverage entry reaching 1.0)."""
+    for r in (fig or {}).get("risk_at_coverage") or []:
+        if r.get("coverage") == 1.0:
+            return r.get("risk")
+    return None
+
+
 def _calibration_context(cal: dict[str, Any] | None, model: str) -> list[dict[str, Any]]:
-    """Per reading: the reliability / risk-coverage figure and a table of the sources."""
+    """Per reading: the figure and a table of the sources, in both coverage views.
+
+    Confidence coverage (answered rows with a valid confidence) and end-to-end coverage (every
+    query of the reading; a query without an answer counts as not correctly answered) sit side
+    by side in the table and in the risk-coverage plot, so abstention is never rewarded
+    silently.
+    """
     out: list[dict[str, Any]] = []
     for reading, rd in ((cal or {}).get("readings") or {}).items():
         sources, rows = {}, []
@@ -155,19 +181,37 @@ def _calibration_context(cal: dict[str, Any] | None, model: str) -> list[dict[st
                 rows.append({"source": src, "n": None, "status": block.get("reason") or
                              "not available"})
                 continue
+            e2e_block = block.get("end_to_end") or {}
+            e2e = e2e_block.get("figures") or {}
             rel = (block.get("reliability") or {}).get("equal_width")
             if rel:
                 sources[src] = {"reliability": rel, "risk_coverage": block.get("risk_coverage"),
+                                "end_to_end_risk_coverage": e2e_block.get("risk_coverage"),
                                 "ece": fig.get("ece_equal_width")}
             cov = block.get("coverage") or {}
-            rows.append({"source": src, "n": fig.get("n"), "status": "ok",
-                         "coverage": cov.get("confidence_coverage", cov.get("coverage")),
-                         "accuracy": fig.get("accuracy"), "ece": fig.get("ece_equal_width"),
-                         "brier": fig.get("brier"), "aurc": fig.get("aurc")})
-        table = Table(f"calibration_{reading}", f"Calibration, reading {reading}",
-                      ["source", "status", "n", "coverage", "accuracy", "ece", "brier", "aurc"],
-                      rows, note="ECE with 10 equal-width bins unless configured otherwise; "
-                                 "coverage = valid confidences / answered queries.")
+            rows.append({
+                "source": src, "n": fig.get("n"), "status": "ok",
+                "confidence_coverage": cov.get("confidence_coverage", cov.get("coverage")),
+                "end_to_end_coverage": cov.get("end_to_end_coverage"),
+                "accuracy": fig.get("accuracy"), "ece": fig.get("ece_equal_width"),
+                "ece_interval": _interval_text(block.get("intervals"), "ece_equal_width"),
+                "brier": fig.get("brier"), "aurc": fig.get("aurc"),
+                "risk_at_full_coverage": _full_risk(fig),
+                "end_to_end_n": e2e.get("n"), "end_to_end_accuracy": e2e.get("accuracy"),
+                "end_to_end_aurc": e2e.get("aurc"),
+                "end_to_end_risk_at_full_coverage": _full_risk(e2e)})
+        table = Table(
+            f"calibration_{reading}", f"Calibration, reading {reading}",
+            ["source", "status", "n", "confidence_coverage", "end_to_end_coverage", "accuracy",
+             "ece", "ece_interval", "brier", "aurc", "risk_at_full_coverage", "end_to_end_n",
+             "end_to_end_accuracy", "end_to_end_aurc", "end_to_end_risk_at_full_coverage"],
+            rows, note="Two coverage views. Confidence coverage = valid confidences / answered "
+                       "queries; accuracy, ECE, Brier, AURC and risk at full coverage are over "
+                       "those rows. End-to-end coverage = valid confidences / all queries of "
+                       "the reading; the end_to_end columns count every query, a query "
+                       "without a valid answer (abstained, invalid, timed out, unjudged) as "
+                       "not correctly answered. ECE with equal-width bins (K in the summary); "
+                       "interval: fact-clustered bootstrap, or the reason there is none.")
         image = (plots.calibration_figure(sources, title=f"{model}, {reading}")
                  if sources else None)
         out.append({"image": image, "table": table_context(table)})

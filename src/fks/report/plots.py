@@ -151,32 +151,56 @@ def per_relation_bars(relations: Sequence[str], values: Mapping[str, Sequence[fl
 
 
 def calibration_figure(sources: Mapping[str, Mapping[str, Any]], *, title: str) -> str:
-    """Reliability diagram (equal-width bins) and risk-coverage curve per confidence source.
+    """Reliability diagram and risk-coverage curves (both coverage views) per source.
 
     Args:
-        sources: source -> ``{"reliability": {"mean_confidence", "accuracy", "counts"},
-            "risk_coverage": {"coverage", "risk"}, "ece": float}``.
+        sources: source -> ``{"reliability": {"mean_confidence", "accuracy", "counts",
+            optional "accuracy_ci_low"/"accuracy_ci_high"}, "risk_coverage": {"coverage",
+            "risk"}, optional "end_to_end_risk_coverage", "ece": float}``.
         title: reading / model, for the titles.
+
+    The reliability diagram labels each bin with its row count and draws its interval when
+    the summary has one; the risk-coverage panel draws the confidence-coverage curve (solid)
+    and the end-to-end curve (dashed, every query, non-answers last as errors).
     """
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
     ax1.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="perfect")
-    for name, s in sources.items():
+    for i, (name, s) in enumerate(sources.items()):
+        color = f"C{i % 10}"
         rel = s["reliability"]
-        pts = [(c, a) for c, a, n in zip(rel["mean_confidence"], rel["accuracy"],
-                                         rel["counts"], strict=True) if n and c is not None]
+        lows = rel.get("accuracy_ci_low") or [None] * len(rel["counts"])
+        highs = rel.get("accuracy_ci_high") or [None] * len(rel["counts"])
+        pts = [(c, a, n, lo, hi) for c, a, n, lo, hi in zip(
+            rel["mean_confidence"], rel["accuracy"], rel["counts"], lows, highs, strict=True)
+            if n and c is not None]
         if pts:
             ece = s.get("ece")
             lab = f"{name} (ECE {ece:.3f})" if isinstance(ece, float) else name
-            ax1.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=lab)
+            ax1.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=color,
+                     label=lab)
+            bars = [p for p in pts if p[3] is not None and p[4] is not None]
+            if bars:
+                ax1.errorbar([p[0] for p in bars], [p[1] for p in bars],
+                             yerr=[[max(p[1] - p[3], 0.0) for p in bars],
+                                   [max(p[4] - p[1], 0.0) for p in bars]],
+                             fmt="none", ecolor=color, alpha=0.5, capsize=2)
+            for c, a, n, _, _ in pts:
+                ax1.annotate(str(n), (c, a), textcoords="offset points", xytext=(3, 3),
+                             fontsize=6, color=color)
         rc = s.get("risk_coverage") or {}
         if rc.get("coverage"):
-            ax2.step(rc["coverage"], rc["risk"], where="pre", label=name)
+            ax2.step(rc["coverage"], rc["risk"], where="pre", color=color,
+                     label=f"{name}, confidence coverage")
+        e2e = s.get("end_to_end_risk_coverage") or {}
+        if e2e.get("coverage"):
+            ax2.step(e2e["coverage"], e2e["risk"], where="pre", color=color, linestyle="--",
+                     label=f"{name}, end-to-end coverage")
     ax1.set(xlim=(0, 1), ylim=(0, 1), xlabel="mean confidence (bin)", ylabel="accuracy (bin)",
-            title=f"Reliability diagram ({title})")
-    ax1.legend(fontsize=8)
+            title=f"Reliability, bin counts ({title})")
+    ax1.legend(fontsize=7)
     ax2.set(xlim=(0, 1), ylim=(0, 1), xlabel="coverage", ylabel="risk (error rate)",
-            title=f"Risk-coverage ({title})")
-    ax2.legend(fontsize=8)
+            title=f"Risk-coverage, both views ({title})")
+    ax2.legend(fontsize=6)
     return to_data_uri(fig)
 
 
