@@ -50,6 +50,7 @@ from fks.generate.manifest import update_run_manifest
 from fks.generate.prompts import build_prompt
 from fks.io import JsonlAppender, iter_jsonl, sha256_file
 from fks.log import progress_bar
+from fks.runlock import locks_run_dir
 
 __all__ = [
     "ELICITATION_VERSION",
@@ -180,6 +181,7 @@ def _record(rec: ScoredRecord, answer: str, output: Any) -> VerbalizedRecord:
     )
 
 
+@locks_run_dir("run_dir")
 def elicit_verbalized(
     run_dir: str | Path, backend: GenerationBackend, *,
     benchmark: str | Path | Benchmark, batch_size: int = 16,

@@ -66,6 +66,7 @@ from fks.metrics._space import (
     family_centroids,
     pairs_of,
 )
+from fks.runlock import locks_run_dir
 
 __all__ = [
     "TRANSPORTS",
@@ -458,6 +459,7 @@ class _Clock:
         self.t = now
 
 
+@locks_run_dir("run_dir")
 def run_internal_metrics(
     run_dir: str | Path,
     *,

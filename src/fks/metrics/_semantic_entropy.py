@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fks.errors import FksInputError
 from fks.io import JsonlAppender, iter_jsonl
+from fks.runlock import locks_run_dir
 
 __all__ = [
     "SAMPLES_NAME",
@@ -270,6 +271,7 @@ def _existing(path: Path, protocol: dict[str, Any]) -> set[str]:
     return done
 
 
+@locks_run_dir("run_dir")
 def sample_run(run_dir: str | Path, backend: Any, *, benchmark: Any, k: int = DEFAULT_K,
                temperature: float = DEFAULT_TEMPERATURE, seed: int, max_new_tokens: int,
                max_prompt_len: int, limit: int | None = None, batch_size: int = 8
