@@ -31,7 +31,9 @@ from fks.errors import (
     FksInputError,
     SanityCheckFailed,
 )
+from fks.io import os_error
 from fks.log import console, setup_logging
+from fks.runlock import set_lock_wait
 
 __all__ = ["app", "main", "get_configs", "set_strict"]
 
@@ -83,6 +85,12 @@ def _root(
     strict: Annotated[bool, typer.Option(
         "--strict", help="Exit with code 3 when a spec §18 sanity check fails (outputs are "
         "still written).")] = False,
+    wait: Annotated[
+        float | None,
+        typer.Option("--wait", min=0, help="When another process is writing the same run "
+                     "directory, wait up to this many seconds (0: forever) instead of exiting 2. "
+                     "Default: FKS_LOCK_WAIT, else fail at once."),
+    ] = None,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show version.")
     ] = False,
@@ -96,6 +104,7 @@ def _root(
     _state["verbose"] = verbose
     _state["strict"] = strict
     reset_sanity_failures()
+    set_lock_wait(wait)
 
 
 def _register_stages() -> None:
@@ -164,9 +173,21 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_BAD_INPUT)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        console.print("aborted")
+    except typer.Abort as exc:
+        if isinstance(exc.__cause__, EOFError):  # click turns EOFError into a bare Abort
+            console.print(f"[red]internal error:[/red] EOFError: {escape(str(exc.__cause__))}",
+                          highlight=False)
+        else:
+            console.print("aborted")
         sys.exit(EXIT_INTERNAL)
+    except OSError as exc:
+        if exc.filename is None:  # not about a path (a socket, the device, ...): internal
+            _internal(exc)
+        # an OS error on a path: a directory where a file belongs, a symlink loop, a name too
+        # long, a file where a folder belongs, no permission -- bad input, never exit 1
+        console.print(f"[red]error:[/red] {escape(os_error(exc).one_line())}", highlight=False,
+                      soft_wrap=True)
+        sys.exit(EXIT_BAD_INPUT)
     except Exception as exc:  # click usage errors are ClickException subclasses
         if isinstance(exc, _usage_error_types()):
             if hasattr(exc, "show"):
@@ -175,9 +196,13 @@ def main(argv: list[str] | None = None) -> None:
                 console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
             code = getattr(exc, "exit_code", EXIT_BAD_INPUT)
             sys.exit(EXIT_BAD_INPUT if code == 2 else code)
-        if _state.get("verbose"):
-            console.print_exception()
-        console.print(f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))}",
-                      highlight=False)
-        sys.exit(EXIT_INTERNAL)
+        _internal(exc)
     sys.exit(0)
+
+
+def _internal(exc: BaseException) -> None:
+    if _state.get("verbose"):
+        console.print_exception()
+    console.print(f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))}",
+                  highlight=False)
+    sys.exit(EXIT_INTERNAL)

@@ -42,6 +42,9 @@ __all__ = [
     "sha256_file",
     "dumps_record",
     "input_error",
+    "load_npy",
+    "unique_rows",
+    "os_error",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -122,6 +125,29 @@ def iter_jsonl(
                 raise input_error(exc, path=path, line=line_no) from None
 
 
+def unique_rows(rows: Iterable[tuple[int, Any]], path: str | Path, *, what: str = "records",
+                key: str = "query_id") -> Iterator[tuple[int, Any]]:
+    """Pass ``(line, record)`` pairs through, refusing a repeated ``key`` and an empty file.
+
+    The one reader contract of every record file (generations, scored, judged, ...): each
+    query appears once -- a doubled record would be counted twice in BCS -- and a file with
+    no record is bad input, not an empty result.
+
+    Raises:
+        FksInputError: a repeated key (naming both lines), or no record at all.
+    """
+    first: dict[Any, int] = {}
+    for line, rec in rows:
+        value = rec.get(key) if isinstance(rec, dict) else getattr(rec, key)
+        seen = first.setdefault(value, line)
+        if seen != line:
+            raise FksInputError(f"duplicate {key} {value!r} (also on line {seen}); each query "
+                                "must appear once", path=path, line=line, field=key)
+        yield line, rec
+    if not first:
+        raise FksInputError(f"no {what}: the file is empty", path=path)
+
+
 def read_jsonl(path: str | Path, model: type[M] | None = None) -> list[Any]:
     """Read a whole JSONL file into a list (validated when ``model`` is given)."""
     return [rec for _, rec in iter_jsonl(path, model)]
@@ -142,6 +168,43 @@ def read_json(path: str | Path) -> Any:
         raise FksInputError(f"invalid JSON: {str(exc)[:120]}", path=path) from None
 
 
+def os_error(err: OSError, path: str | Path | None = None) -> FksInputError:
+    """Turn an OS error on a user-given path into bad input (exit 2) naming path and reason.
+
+    A directory where a file belongs, a symlink loop, a name too long for the file system, an
+    existing file where a folder belongs, a permission problem: all are the user's path, not
+    an internal error.
+    """
+    where = path if path is not None else (err.filename or None)
+    reason = err.strerror or type(err).__name__
+    if err.filename2:
+        reason = f"{reason} (and {err.filename2})"
+    return FksInputError(reason, path=where)
+
+
+def load_npy(path: str | Path, *, mmap: bool = True, field: str | None = None) -> Any:
+    """Load one ``.npy`` array safely: no pickle, and every failure is bad input (exit 2).
+
+    An empty, truncated or corrupt file, an object dtype (which would need pickle) and an
+    unreadable path all raise :class:`FksInputError` naming the file; nothing reaches the
+    user as a traceback or as click's bare "aborted" (numpy raises ``EOFError`` on an empty
+    file, which click would otherwise turn into an abort).
+    """
+    import numpy as np
+
+    path = Path(path)
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except OSError as err:
+        raise os_error(err, path) from None
+    except (ValueError, EOFError) as err:  # truncated header or data, object dtype, ...
+        text = str(err) or type(err).__name__
+        if "pickle" in text or "memory-mapped" in text:
+            text = "holds Python objects (object dtype), which fks never loads"
+        raise FksInputError(f"not a readable .npy array: {text[:160]}", path=path,
+                            field=field) from None
+
+
 def read_yaml(path: str | Path) -> Any:
     """Read a YAML file with ``yaml.safe_load`` (never the unsafe loader)."""
     path = Path(path)
@@ -151,6 +214,8 @@ def read_yaml(path: str | Path) -> Any:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         raise FksInputError(f"not UTF-8 ({exc.reason})", path=path) from None
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit integer, deep nesting
+        raise FksInputError(f"invalid YAML: {str(exc)[:120]}", path=path) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

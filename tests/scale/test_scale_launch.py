@@ -177,3 +177,43 @@ def test_ray_missing_says_how_to_install(tmp_path, bench, scale_model_dir, monke
             main(["sweep", str(models), "--benchmark", str(bench), *flags])
         assert exc.value.code == 2
     assert not (tmp_path / "runs").exists()  # refused before any work
+
+
+_SLOW_FIRST_ATTEMPT = """
+import json, sys, time
+from fks.runlock import run_dir_lock, shard_folder
+from fks.scale.launch import run_shard_task
+payload = json.load(open(sys.argv[1]))
+with run_dir_lock(shard_folder(payload["run_dir"], (1, 2))):
+    print("started", flush=True)
+    time.sleep(2.0)  # the injected slowness: the driver gives up on this attempt and retries
+    print(json.dumps(run_shard_task(payload, "generate", 1, 2)), flush=True)
+"""
+
+
+def test_a_retry_while_the_first_attempt_still_runs_doubles_no_record(
+        tmp_path, bench, scale_model_dir):
+    """Issue 14: a retried shard task queues behind its living first attempt, then resumes."""
+    import json
+    import subprocess
+    import sys
+
+    ctx = _ctx(tmp_path / "runs", bench, scale_model_dir)
+    payload = task_payload(ctx)
+    (tmp_path / "payload.json").write_text(json.dumps(payload))
+    first = subprocess.Popen([sys.executable, "-c", _SLOW_FIRST_ATTEMPT,
+                              str(tmp_path / "payload.json")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout is not None and first.stdout.readline().strip() == "started"
+        retry = run_shard_task(payload, "generate", 1, 2)  # while the first attempt lives
+        assert first.wait(timeout=300) == 0
+        first_out = json.loads(first.stdout.read().strip().splitlines()[-1])
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait(timeout=10)
+    assert first_out["written"] == first_out["records"] > 0
+    assert retry["records"] == first_out["records"] and retry["written"] == 0
+    gen = ctx.run_dir / "shards/shard_1_of_2/generations.jsonl"
+    ids = [json.loads(x)["query_id"] for x in gen.read_text().split("\n") if x]
+    assert len(ids) == len(set(ids)) == first_out["records"]

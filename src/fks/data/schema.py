@@ -11,6 +11,7 @@ reported as ``file:line: field 'x': ...`` by :func:`fks.io.iter_jsonl`.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -51,6 +52,8 @@ LABELS: tuple[str, ...] = ("correct", "incorrect", "ambiguous", "abstain", "unpa
 JudgeStatus = Literal["ANSWER", "ABSTAIN", "MULTIPLE", "UNPARSEABLE"]
 Correctness = Literal["CORRECT", "INCORRECT", "ABSTAIN", "AMBIGUOUS", "REVIEW_REQUIRED"]
 GenerationStatus = Literal["ok", "error", "timeout"]
+#: how far above 0 a stored log-probability may sit (float rounding of log(1))
+LOGPROB_SLACK = 1e-4
 
 
 class _Record(BaseModel):
@@ -153,6 +156,20 @@ class GenerationRecord(_Record):
     finish_reason: str | None = None
     #: per-token log-probabilities of the generated answer, when the backend gives them
     answer_logprobs: list[float] | None = None
+
+    @field_validator("answer_logprobs")
+    @classmethod
+    def _logprobs_are_logprobs(cls, value: list[float] | None) -> list[float] | None:
+        # a log-probability is finite and <= 0; LOGPROB_SLACK allows for float rounding of a
+        # token the model is sure of. NaN, +-Infinity, 1e400 (parsed as inf) and positive
+        # values (probabilities above 1) are bad input: they would flow into calibration.
+        if value is None:
+            return value
+        for i, x in enumerate(value):
+            if not math.isfinite(x) or x > LOGPROB_SLACK:
+                raise ValueError(f"token {i}: a log-probability must be finite and <= 0; "
+                                 f"found {x!r}")
+        return value
 
 
 class ScoredRecord(GenerationRecord):

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from fks.errors import FksInputError
+from fks.runlock import run_dir_lock, shard_folder
 
 log = logging.getLogger("fks")
 
@@ -108,28 +109,31 @@ def generate_cmd(
     if with_hidden and (backend != "hf" or shard_t is not None):
         raise FksInputError("--with-hidden needs --backend hf and no --shard "
                             "(run `fks extract` after a merge instead)", field="with_hidden")
-    gen_backend = _make(backend, model_path, entry=entry, configs=configs, device=device,
-                        trust_remote_code=trust_remote_code, revision=revision,
-                        base_url=base_url, api_key=os.environ.get(api_key_env),
-                        concurrency=concurrency, timeout=timeout, max_retries=max_retries,
-                        vllm_opts={"tensor_parallel_size": tensor_parallel_size,
-                                   "max_num_seqs": max_num_seqs})
-    fused = None
-    if with_hidden:
-        from fks.hidden.fused import FusedExtraction
+    # the run directory's writer lock before the (slow) model load: a second writer on the
+    # same --out learns at once that it is busy (fks.runlock), not after loading a model
+    with run_dir_lock(shard_folder(out, shard_t)):
+        gen_backend = _make(backend, model_path, entry=entry, configs=configs, device=device,
+                            trust_remote_code=trust_remote_code, revision=revision,
+                            base_url=base_url, api_key=os.environ.get(api_key_env),
+                            concurrency=concurrency, timeout=timeout, max_retries=max_retries,
+                            vllm_opts={"tensor_parallel_size": tensor_parallel_size,
+                                       "max_num_seqs": max_num_seqs})
+        fused = None
+        if with_hidden:
+            from fks.hidden.fused import FusedExtraction
 
-        fused = FusedExtraction(out, bench, gen_backend, model_name=model,
-                                max_prompt_len=configs.models.generation.max_prompt_len)
-        gen_backend = fused.backend
-    summary = generate_run(
-        bench, out, model=model, model_path=model_path, configs=configs,
-        backend=gen_backend, families=family_list, limit=limit, shard=shard_t,
-        batch_size=batch_size, retry_errors=retry_errors,
-    )
-    log.info("%s: %d records (%d new) %s", summary.out_dir, summary.n_existing + summary.n_written,
-             summary.n_written, summary.counts)
-    if fused is not None:
-        fused.finish(batch_size=batch_size)
+            fused = FusedExtraction(out, bench, gen_backend, model_name=model,
+                                    max_prompt_len=configs.models.generation.max_prompt_len)
+            gen_backend = fused.backend
+        summary = generate_run(
+            bench, out, model=model, model_path=model_path, configs=configs,
+            backend=gen_backend, families=family_list, limit=limit, shard=shard_t,
+            batch_size=batch_size, retry_errors=retry_errors,
+        )
+        log.info("%s: %d records (%d new) %s", summary.out_dir,
+                 summary.n_existing + summary.n_written, summary.n_written, summary.counts)
+        if fused is not None:
+            fused.finish(batch_size=batch_size)
 
 
 def _make(kind: str, model_path: str, *, entry: object, configs: object, device: str | None,

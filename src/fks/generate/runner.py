@@ -65,6 +65,7 @@ from fks.io import (
     sha256_file,
 )
 from fks.log import progress_bar
+from fks.runlock import locks_run_dir
 
 __all__ = [
     "GENERATIONS_NAME",
@@ -447,6 +448,7 @@ def _generate_batches(
     return counts
 
 
+@locks_run_dir("out_dir")
 def generate_run(
     benchmark: str | Path | Benchmark,
     out_dir: str | Path,

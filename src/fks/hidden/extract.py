@@ -43,6 +43,7 @@ from fks.hidden.capture import (
 from fks.hidden.store import HIDDEN_DIR, HiddenWriter, check_index, layer_filename
 from fks.io import atomic_path, read_json, sha256_file
 from fks.log import progress_bar
+from fks.runlock import locks_run_dir
 
 __all__ = [
     "select_queries",
@@ -263,6 +264,7 @@ def open_writer(
     return HiddenWriter(run_dir, plan.rows, plan.layers, plan.d_model, plan.identity)
 
 
+@locks_run_dir("run_dir")
 def extract_hidden(
     run_dir: str | Path,
     benchmark: Benchmark,

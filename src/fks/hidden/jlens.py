@@ -47,8 +47,9 @@ from fks.hidden.capture import (
     model_dims,
     with_block_hidden,
 )
-from fks.io import atomic_path, atomic_write_json, read_json, sha256_file
+from fks.io import atomic_path, atomic_write_json, load_npy, read_json, sha256_file
 from fks.log import progress_bar
+from fks.runlock import locks_run_dir
 
 __all__ = [
     "JLENS_DIR",
@@ -329,7 +330,7 @@ def load_jlens(run_dir: str | Path, *, checksums: bool = False) -> dict[int, np.
         path = folder / _layer_file(int(layer))
         if not path.is_file():
             raise FksInputError("J-Lens layer file missing", path=path, field=f"layer {layer}")
-        J = np.load(path, mmap_mode="r", allow_pickle=False)
+        J = load_npy(path, field=f"layer {layer}")
         if J.shape != (d, d) or J.dtype != np.float32:
             raise FksInputError(f"expected float32 {(d, d)}, found {J.dtype} {J.shape}",
                                 path=path, field=f"layer {layer}")
@@ -384,6 +385,7 @@ def assert_nontrivial_transport(jlens: Mapping[int, np.ndarray], atol: float = 1
 
 
 # ---------------------------------------------------------------------- orchestration
+@locks_run_dir("run_dir")
 def run_jlens(
     run_dir: str | Path,
     benchmark: Any,

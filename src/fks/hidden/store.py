@@ -33,7 +33,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from fks.errors import FksInputError
-from fks.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, read_json, sha256_file
+from fks.io import (
+    atomic_write_json,
+    atomic_write_jsonl,
+    iter_jsonl,
+    load_npy,
+    read_json,
+    sha256_file,
+)
 
 __all__ = [
     "HIDDEN_DIR",
@@ -353,11 +360,7 @@ class HiddenStore:
         path = self.dir / layer_filename(layer)
         if not path.is_file():
             raise FksInputError("layer file missing", path=path, field=f"layer {layer}")
-        try:
-            arr = np.load(path, mmap_mode="r", allow_pickle=False)
-        except ValueError as exc:
-            raise FksInputError(f"not a readable .npy file: {exc}", path=path,
-                                field=f"layer {layer}") from None
+        arr = load_npy(path, field=f"layer {layer}")
         want = (self.n_rows, self.d_model)
         if arr.shape != want or arr.dtype != STORE_DTYPE:
             raise FksInputError(f"expected float16 {want}, found {arr.dtype} {arr.shape}",

@@ -35,6 +35,7 @@ from fks.judge._correctness import Reference, mark_clusters
 from fks.judge._lexicon import EntityLexicon, answer_span, build_lexicons, entity_key
 from fks.judge._types import REVIEW_REQUIRED, UNPARSEABLE, AnswerGroup, AnswerItem, Judge
 from fks.log import track
+from fks.runlock import locks_run_dir
 
 __all__ = ["judge_run", "analysis_group", "build_groups", "judge_records", "read_scored"]
 
@@ -209,6 +210,7 @@ def read_scored(path: Path, bench: Benchmark) -> list[ScoredRecord]:
     return records
 
 
+@locks_run_dir("run_dir")
 def judge_run(run_dir: str | Path, benchmark: str | Path | Benchmark, judge: Judge, *,
               shard: tuple[int, int] | None = None) -> dict[str, Any]:
     """Judge ``RUN/scored.jsonl`` into ``RUN/judged.jsonl`` and record ``stages.judge``.

@@ -92,6 +92,7 @@ from fks.metrics._semantic_entropy import (
     semantic_entropy_summary,
 )
 from fks.metrics.behavior import ANCHOR_FAMILY
+from fks.runlock import locks_run_dir
 
 __all__ = [
     "SOURCES",
@@ -1098,6 +1099,7 @@ def _header(inputs: RunInputs, s: CalibrationSettings, missing: dict[str, str],
     }
 
 
+@locks_run_dir("run_dir")
 def run_calibration(
     run_dir: str | Path, *, configs: ConfigSet, benchmark: str | Path | Benchmark | None = None,
     settings: CalibrationSettings | None = None, plots: bool = False,

@@ -70,6 +70,7 @@ from fks.generate.manifest import update_run_manifest
 from fks.generate.prompts import build_prompt
 from fks.io import JsonlAppender, iter_jsonl, sha256_file
 from fks.log import progress_bar
+from fks.runlock import locks_run_dir
 
 __all__ = [
     "ELICITATION_VERSION",
@@ -308,6 +309,7 @@ def _variants_of(query: Query, variants: tuple[str, ...]) -> tuple[list[str], in
     return todo, missing
 
 
+@locks_run_dir("run_dir")
 def elicit_verbalized(
     run_dir: str | Path, backend: GenerationBackend, *,
     benchmark: str | Path | Benchmark, batch_size: int = 16,

@@ -72,6 +72,7 @@ from fks.metrics._space import (
     pairs_of,
 )
 from fks.metrics.coverage import complete_family_mask, families_absent
+from fks.runlock import locks_run_dir
 
 __all__ = [
     "TRANSPORTS",
@@ -482,6 +483,7 @@ class _Clock:
         self.t = now
 
 
+@locks_run_dir("run_dir")
 def run_internal_metrics(
     run_dir: str | Path,
     *,

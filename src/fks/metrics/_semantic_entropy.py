@@ -58,6 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fks.errors import FksInputError
 from fks.io import JsonlAppender, iter_jsonl
+from fks.runlock import locks_run_dir
 
 __all__ = [
     "SAMPLES_NAME",
@@ -363,6 +364,7 @@ def _run_model_name(run_dir: Path) -> str | None:
     return (read_run_manifest(run_dir).get("model") or {}).get("name")
 
 
+@locks_run_dir("run_dir")
 def sample_run(run_dir: str | Path, backend: Any, *, benchmark: Any, k: int = DEFAULT_K,
                temperature: float = DEFAULT_TEMPERATURE, seed: int, max_new_tokens: int,
                max_prompt_len: int, limit: int | None = None, batch_size: int = 8

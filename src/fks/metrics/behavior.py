@@ -66,7 +66,8 @@ import numpy as np
 from fks.data.schema import JudgedRecord
 from fks.errors import FksInputError
 from fks.generate.manifest import update_run_manifest
-from fks.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, sha256_file
+from fks.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, sha256_file, unique_rows
+from fks.runlock import locks_run_dir
 
 __all__ = [
     "GROUPS",
@@ -313,7 +314,7 @@ def load_judged(path: str | Path) -> JudgedColumns:
     path = Path(path)
     records: list[JudgedRecord] = []
     seen_corr: dict[tuple[str, str], tuple[str, int]] = {}
-    for line, rec in iter_jsonl(path, JudgedRecord):
+    for line, rec in unique_rows(iter_jsonl(path, JudgedRecord), path, what="judged records"):
         assert isinstance(rec, JudgedRecord)
         if records and rec.model != records[0].model:
             raise FksInputError(f"a run directory holds one model; found {rec.model!r} after "
@@ -837,6 +838,7 @@ def per_query_rows(cols: JudgedColumns, f: _Facts, families: Sequence[str]
 
 
 # ============================================================================ the stage
+@locks_run_dir("run_dir")
 def run_behavior_metrics(run_dir: str | Path, *, main_families: Sequence[str], tau_b: float,
                          tau_sensitivity: Sequence[float] = ()) -> dict[str, Any]:
     """Run ``fks metrics RUN --part behavior``.

@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 #: ``RUN/benchmark/``: the benchmark subset written for ``--limit``
 SUBSET_DIR = "benchmark"
+#: a run folder name stays well inside every file system's 255-byte name limit
+MAX_MODEL_NAME = 100
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
@@ -66,11 +68,15 @@ def check_model_name(name: str) -> str:
     """Return ``name`` when it is a safe folder name (``RUNS/<name>/``), else raise.
 
     Raises:
-        FksInputError: empty, with a path separator, or starting with a dot.
+        FksInputError: empty, with a path separator, starting with a dot, or longer than
+            :data:`MAX_MODEL_NAME` characters.
     """
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise FksInputError(f"expected letters, digits and . _ + - (a folder name, not starting "
                             f"with a dot); found {name!r}", field="model")
+    if len(name.encode()) > MAX_MODEL_NAME:
+        raise FksInputError(f"at most {MAX_MODEL_NAME} characters (it names the run folder); "
+                            f"found {len(name)}: {name[:40]!r}...", field="model")
     return name
 
 

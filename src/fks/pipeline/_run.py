@@ -33,6 +33,7 @@ from fks.generate.manifest import read_run_manifest, update_run_manifest
 from fks.io import sha256_file
 from fks.pipeline._context import PipelineContext
 from fks.pipeline._stages import STAGE_NAMES, STAGES, Stage, output_files, stage_by_name
+from fks.runlock import locks_run_dir
 
 __all__ = ["PIPELINE_KEY", "StageOutcome", "PipelineResult", "select_stages", "stale_reason",
            "run_pipeline", "record_stage", "pipeline_records"]
@@ -212,6 +213,7 @@ def record_stage(ctx: PipelineContext, name: str, *, seconds: float, reason: str
     return _complete(stage, ctx, base, seconds, pipeline_records(ctx.run_dir))
 
 
+@locks_run_dir("ctx")
 def run_pipeline(ctx: PipelineContext, *, stages: Sequence[str] | None = None
                  ) -> PipelineResult:
     """Run (or resume) the selected stages of ``ctx`` in order (see the module docstring).

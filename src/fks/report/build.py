@@ -37,6 +37,7 @@ from fks.report.tables import (
     run_tables,
     write_table,
 )
+from fks.runlock import locks_run_dir
 
 __all__ = ["ReportRun", "build_report", "table_context", "sanity_context", "example_answers"]
 
@@ -406,6 +407,7 @@ def _run_context(r: ReportRun, families: Sequence[str]) -> dict[str, Any]:
     }
 
 
+@locks_run_dir("run_dirs")
 def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str | Path | None
                  = None, reference: str | None = None, kts_bootstrap: bool = True,
                  reuse: bool = True) -> Path:

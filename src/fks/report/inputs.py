@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 from fks.errors import FksInputError
 from fks.generate.manifest import MANIFEST_NAME, read_run_manifest
-from fks.io import iter_jsonl, read_json, sha256_file
+from fks.io import iter_jsonl, load_npy, read_json, sha256_file
 from fks.metrics.clustered_bootstrap import FACT_METRICS, KtsSpace
 
 __all__ = [
@@ -268,7 +268,7 @@ class CentroidStore:
         rows, folder = np.flatnonzero(ok), self.folder
 
         def load(layer: int) -> np.ndarray:
-            arr = np.load(folder / f"layer_{layer:03d}.npy", mmap_mode="r", allow_pickle=False)
+            arr = load_npy(folder / f"layer_{layer:03d}.npy", field=f"layer {layer}")
             out = np.zeros((len(fact_ids), len(keep), arr.shape[1]), dtype=np.float32)
             out[fi[ok], col[ok]] = arr[rows]
             return out

@@ -49,6 +49,7 @@ from fks.generate.runner import (
     shard_merge_problems,
 )
 from fks.io import atomic_write_jsonl, iter_jsonl, read_json, sha256_file
+from fks.runlock import locks_run_dir
 
 __all__ = ["MERGEABLE_STAGES", "MergeResult", "stages_present", "verify_run", "merge_run"]
 
@@ -305,6 +306,7 @@ def verify_run(run_dir: str | Path, *, benchmark: str | Path | Benchmark | None 
     return plans, problems
 
 
+@locks_run_dir("run_dir")
 def merge_run(run_dir: str | Path, *, benchmark: str | Path | Benchmark | None = None,
               stages: list[str] | None = None) -> MergeResult:
     """Verify, then join, the shards of ``RUN`` (every stage present, or ``stages``).

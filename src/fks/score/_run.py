@@ -22,8 +22,9 @@ from fks.data.load import Benchmark, load_benchmark
 from fks.data.schema import LABELS, Entity, Fact, GenerationRecord, Query, ScoredRecord
 from fks.errors import FksInputError
 from fks.generate.manifest import read_run_manifest, update_run_manifest
-from fks.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, sha256_file
+from fks.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, sha256_file, unique_rows
 from fks.log import console, track
+from fks.runlock import locks_run_dir
 from fks.score._match import norm
 from fks.score._scorer import (
     SCORER_VERSION,
@@ -241,7 +242,7 @@ class _Tally:
 
 def _scored_rows(gen_path: Path, scorer: _Scorer, tally: _Tally) -> Iterator[dict[str, Any]]:
     """Stream generations.jsonl as scored rows (same order), counting them into ``tally``."""
-    records = iter_jsonl(gen_path, GenerationRecord)
+    records = unique_rows(iter_jsonl(gen_path, GenerationRecord), gen_path, what="generations")
     for line, row in track(records, "scoring", total=_count_rows(gen_path)):
         gen = cast(GenerationRecord, row)
         query = scorer.query_for(gen, gen_path, line)
@@ -255,6 +256,7 @@ def _scored_rows(gen_path: Path, scorer: _Scorer, tally: _Tally) -> Iterator[dic
         yield record.model_dump(mode="json")
 
 
+@locks_run_dir("run_dir")
 def score_run(
     run_dir: str | Path, benchmark: str | Path | None, *, configs: ConfigSet | None = None
 ) -> ScoreSummary:
