@@ -49,3 +49,15 @@ def test_progress_bar_logs_when_not_a_terminal(monkeypatch):
     monkeypatch.setenv("FKS_PROGRESS_EVERY", "7")
     bar = fks.log.progress_bar()
     assert isinstance(bar, LoggedProgress) and bar._every == 7.0
+
+
+def test_logged_progress_ticks_between_updates(caplog):
+    import time
+
+    with caplog.at_level(logging.INFO, logger="fks.progress"):
+        with LoggedProgress(disable=True, every=0.2) as bar:
+            task = bar.add_task("extract", total=10)
+            bar.advance(task)
+            time.sleep(1.0)  # one long "batch": the ticker thread still logs
+    lines = [r.getMessage() for r in caplog.records if r.name == "fks.progress"]
+    assert sum(line.startswith("extract: 1/10") for line in lines) >= 2

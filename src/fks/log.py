@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
@@ -73,6 +74,24 @@ class LoggedProgress(Progress):
         self._started: dict[TaskID, float] = {}
         self._last: dict[TaskID, float] = {}
         self._done: set[TaskID] = set()
+        self._stop_ticks = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start (as rich does) and a daemon thread that logs due lines between updates.
+
+        A batch can take longer than the interval; the thread keeps the promise of a line at
+        least every ``every`` seconds even then.
+        """
+        super().start()
+        if self._ticker is None and self._every > 0:
+            self._ticker = threading.Thread(target=self._tick, name="fks-progress", daemon=True)
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._stop_ticks.wait(min(self._every, 5.0)):
+            for task_id in list(self._started):
+                self._maybe_log(task_id)
 
     def add_task(self, description: str, *args: Any, **kwargs: Any) -> TaskID:
         """Add a task (as rich does) and log its start."""
@@ -94,21 +113,26 @@ class LoggedProgress(Progress):
 
     def stop(self) -> None:
         """Log the final line of every task not yet reported complete, then stop."""
+        self._stop_ticks.set()
+        if self._ticker is not None:
+            self._ticker.join()
+            self._ticker = None
         for task_id in list(self._started):
             if task_id not in self._done:
                 self._log(task_id, self._clock())
         super().stop()
 
     def _maybe_log(self, task_id: TaskID) -> None:
-        if task_id not in self._started or task_id in self._done:
-            return
-        now = self._clock()
-        task = self._tasks[task_id]
-        finished = task.total is not None and task.completed >= task.total
-        if finished or now - self._last[task_id] >= self._every:
-            self._log(task_id, now)
-            if finished:
-                self._done.add(task_id)
+        with self._lock:  # the ticker thread and the caller may both get here
+            if task_id not in self._started or task_id in self._done:
+                return
+            now = self._clock()
+            task = self._tasks[task_id]
+            finished = task.total is not None and task.completed >= task.total
+            if finished or now - self._last[task_id] >= self._every:
+                self._log(task_id, now)
+                if finished:
+                    self._done.add(task_id)
 
     def _log(self, task_id: TaskID, now: float) -> None:
         self._last[task_id] = now
