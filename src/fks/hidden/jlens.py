@@ -21,7 +21,13 @@ prefix's states held fixed *is* the full Jacobian. :func:`fit_jlens` uses that:
 
 ``J^{L-1}`` is therefore exactly the identity. Computation follows the model's dtype and the
 mean is accumulated in float32 (float64 for a float64 model); load the model in float32 --
-in bfloat16 the ``J - I`` part is off by about 1.5 %.
+in bfloat16 the ``J - I`` part is off by about 1.5 %. Decision: J-Lens always fits in float32,
+also where generation and extraction run in bfloat16 (GPU, or a CPU with native bf16); ``fks
+run`` reloads the model in float32 for it (seconds, from the cached checkpoint).
+
+Rows per backward pass (:func:`default_batch_rows`): all ``d`` when ``d <= 1024`` (one forward
+and one backward pass per prompt; the ``B``-fold KV cache of a small model fits easily), else
+512. Before, the default was ``min(d, 512)``: two passes, 1,024 rows for Gemma 3 270M's 640.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from fks.log import progress_bar
 __all__ = [
     "JLENS_DIR",
     "fit_jlens",
+    "default_batch_rows",
     "prompt_jacobians",
     "sample_jlens_queries",
     "save_jlens",
@@ -141,6 +148,19 @@ def _prefix_cache(model: Any, prefix: Any, copies: int) -> Any:
 
 
 # --------------------------------------------------------------------------- kernels
+#: the widest model whose Jacobian rows all go into one backward pass by default
+ONE_PASS_MAX_D = 1024
+
+
+def default_batch_rows(d: int) -> int:
+    """Jacobian rows per backward pass: ``d`` (one pass) up to ``d = 1024``, else 512.
+
+    >>> default_batch_rows(640), default_batch_rows(4096)
+    (640, 512)
+    """
+    return d if d <= ONE_PASS_MAX_D else 512
+
+
 def prompt_jacobians(
     model: Any,
     ids: Sequence[int],
@@ -156,7 +176,8 @@ def prompt_jacobians(
         model: a causal LM whose parameters are frozen (see :func:`fit_jlens`).
         ids: the prompt's token ids (last real token = last id).
         layers: block indices.
-        batch_rows: ``B``, Jacobian rows per backward pass (``batched``; default ``min(d, 512)``).
+        batch_rows: ``B``, Jacobian rows per backward pass (``batched``; default
+            :func:`default_batch_rows`).
         method: ``batched`` -- prefix cache, ``B`` copies of the last token, ``ceil(d/B)``
             backward passes; ``loop`` -- the reference: the whole prompt, one backward pass
             per output coordinate (``d`` passes). Both give the same matrices.
@@ -174,7 +195,7 @@ def prompt_jacobians(
     if method == "loop":
         B, inputs = 1, {"input_ids": tokens, "use_cache": False}
     elif method == "batched":
-        B = min(d, batch_rows or 512)
+        B = min(d, batch_rows or default_batch_rows(d))
         inputs = {
             "input_ids": tokens[:, -1:].expand(B, 1),
             "position_ids": torch.full((B, 1), T - 1, dtype=torch.long, device=device),
@@ -222,7 +243,8 @@ def fit_jlens(
         prompts: prompt strings (from :func:`fks.generate.prompts.build_prompt`).
         layers: block indices (default: all ``L``; ``J^{L-1}`` is the identity).
         max_prompt_len: the protocol's prompt cap.
-        batch_rows: Jacobian rows per backward pass (memory knob; default ``min(d, 512)``).
+        batch_rows: Jacobian rows per backward pass (memory knob; default
+            :func:`default_batch_rows`).
         method: ``batched`` (default) or the per-coordinate ``loop`` reference.
 
     Returns:
@@ -442,7 +464,7 @@ def run_jlens(
         "n_layers": n_layers,
         "stratified_by": ["relation", "condition_family"],
         "method": "prefix-cached batched reverse mode",
-        "batch_rows": min(d, batch_rows or 512),
+        "batch_rows": min(d, batch_rows or default_batch_rows(d)),
         "compute_dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
         "h_L": "raw output of the last decoder block (before the final norm), last prompt token",
         "model_info": dict(model_info or {}),
