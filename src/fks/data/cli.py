@@ -85,7 +85,8 @@ def demo_cmd(
         help="Run this registry model (e.g. gemma-3-270m, smollm2-135m-instruct; needs its "
              "package) on the demo benchmark instead of the tiny demo model.")] = None,
     limit: Annotated[int | None, typer.Option(
-        help="Only N demo facts (round-robin over relations).")] = None,
+        help="Only N demo facts (round-robin over relations). Default: all for the demo "
+             "model, 60 with --model.")] = None,
 ) -> None:
     """Run the embedded default, fully offline, and write an HTML report.
 

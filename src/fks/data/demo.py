@@ -95,6 +95,11 @@ DEMO_MODEL_NAME = "fks-demo-llama"
 #: figures printed at the end of ``fks demo``
 DEMO_HEADLINE = ("anchor_accuracy", "bcs", "iss", "kts")
 _DEMO_STATE = "demo.json"
+#: ``fks demo --model``: facts (round-robin over the ten relations) and J-Lens prompts, sized so
+#: a 135M-270M model finishes in about 10 minutes on 2 CPU cores (the whole demo benchmark, 3,835
+#: queries with 256 J-Lens prompts, would take about 25)
+REAL_DEMO_LIMIT = 60
+REAL_DEMO_JLENS_PROMPTS = 64
 
 
 @dataclass(frozen=True)
@@ -156,7 +161,9 @@ def run_demo(
     With ``model`` (a registry name, e.g. ``gemma-3-270m`` or ``smollm2-135m-instruct``) step 2
     is skipped and that real model runs on the demo benchmark instead, into
     ``out/runs/<model>/``, in ``--dtype auto`` (bfloat16 on a CPU with native bf16) and with
-    torch's own thread count (``threads`` is ignored: a real model uses every core).
+    torch's own thread count (``threads`` is ignored). It evaluates :data:`REAL_DEMO_LIMIT`
+    facts unless ``limit`` says otherwise, and fits J-Lens on at most
+    :data:`REAL_DEMO_JLENS_PROMPTS` prompts.
 
     1. build and validate the demo benchmark into ``out/benchmark/`` (and print its table);
     2. :func:`fks.demo_model.ensure_demo_model`: train the demo model on part of the demo
@@ -188,8 +195,9 @@ def run_demo(
 
     out = Path(out)
     if model is not None:
-        return _run_real_model(out, model, configs=configs, limit=limit,
-                               jlens_prompts=jlens_prompts)
+        return _run_real_model(out, model, configs=configs,
+                               limit=REAL_DEMO_LIMIT if limit is None else limit,
+                               jlens_prompts=min(jlens_prompts, REAL_DEMO_JLENS_PROMPTS))
     result = _build_checked(out / "benchmark", configs)
     render_statistics(result.statistics)
     log.info("demo benchmark (validation passed): %s", result.out)

@@ -333,6 +333,9 @@ def ensure_gguf_checkpoint(gguf: str | Path, *, cache_dir: str | Path | None = N
     header = gguf_file_type(gguf)
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{sha[:12]}-", dir=root))
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o777 & ~mask)  # mkdtemp makes 0700; the cache is readable like any folder
     log.info("dequantizing %s (%s) into %s (first use only)", gguf.name,
              header["quantization"], final)
     try:
