@@ -75,11 +75,18 @@ _MANIFEST = "manifest.json"
 
 
 # ------------------------------------------------------------------------------ hooks
+class _StopForward(Exception):
+    """Raised by the last block's hook: ``h^L`` is captured, the rest of the pass is not needed."""
+
+
 class _DeltaHooks:
     """Forward hooks adding ``delta[l]`` to block ``l``'s output at the last position.
 
     ``delta[l]`` is ``(B, 1, d)`` and requires grad; the last block's output there (after its
-    own delta, if any) is kept as ``self.y``, ``(B, d)``.
+    own delta, if any) is kept as ``self.y``, ``(B, d)``, and the forward pass is then stopped
+    (:class:`_StopForward`, caught by :meth:`run`): the final norm and the unembedding are never
+    computed. For Gemma 3 270M the unembedding (262k x 640) is 63 % of the weights, so this
+    saves the largest matrix product of every J-Lens forward pass over ``B`` rows.
     """
 
     def __init__(self, blocks: Any, deltas: Mapping[int, Any]) -> None:
@@ -107,9 +114,20 @@ class _DeltaHooks:
                 output = with_block_hidden(output, hidden)
             if layer == last:
                 self.y = hidden[:, -1, :]
+                raise _StopForward
             return output
 
         return hook
+
+    def run(self, model: Any, **inputs: Any) -> Any:
+        """Run ``model(**inputs)`` up to the last block; returns ``self.y``."""
+        try:
+            model(**inputs)
+        except _StopForward:
+            pass
+        if self.y is None:
+            raise RuntimeError("the last decoder block's hook never ran")
+        return self.y
 
 
 @contextlib.contextmanager
@@ -208,8 +226,8 @@ def prompt_jacobians(
     deltas = {x: torch.zeros(B, 1, d, dtype=dtype, device=device, requires_grad=True)
               for x in layers}
     with _DeltaHooks(blocks, deltas) as hooks:
-        model(**inputs, **last_logits_kwargs(model))
-    y, order = hooks.y, list(deltas)
+        y = hooks.run(model, **inputs, **last_logits_kwargs(model))
+    order = list(deltas)
     out = accumulate if accumulate is not None else {
         x: torch.zeros(d, d, dtype=dtype, device=device) for x in layers}
     n_pass = math.ceil(d / B)
