@@ -10,7 +10,9 @@ Three measurements, each within one process (ratios, never absolute goals in tes
 
 * ``jlens``: :func:`fks.hidden.jlens.fit_jlens` on the same prompts with 512 Jacobian rows per
   backward pass (the old default; two passes for d = 640) and with d rows (one pass, the new
-  default for d <= 1024); the matrices must agree::
+  default for d <= 1024); the matrices must agree. With ``--old PATH/jlens.py`` (the module of
+  an older checkout, e.g. ``git show 85c4094:src/fks/hidden/jlens.py > /tmp/old_jlens.py``) the
+  old code's default is a third arm (it also ran the final norm and the unembedding)::
 
       python bench/bench_real_models.py jlens --model gemma-3-270m --benchmark B --prompts 8
 
@@ -91,15 +93,29 @@ def bench_jlens(args: argparse.Namespace) -> dict:
     n_layers, d = model_dims(backend.model)
     layers = parse_layers("window", n_layers, 0.4)
     prompts = [build_prompt(q) for q in _queries(args.benchmark, args.prompts)]
+    arms = {"new_512_rows": lambda: fit_jlens(backend.model, backend.tokenizer, prompts, layers,
+                                              batch_rows=512),
+            f"new_{d}_rows": lambda: fit_jlens(backend.model, backend.tokenizer, prompts, layers)}
+    if args.old:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("old_jlens", args.old)
+        old = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(old)
+        arms["old_default"] = lambda: old.fit_jlens(backend.model, backend.tokenizer, prompts,
+                                                    layers)
     out, secs = {}, {}
-    for rows in (512, d):
+    for name, fn in arms.items():
+        fn() if name == next(iter(arms)) and args.warmup else None
         started = time.perf_counter()
-        out[rows] = fit_jlens(backend.model, backend.tokenizer, prompts, layers, batch_rows=rows)
-        secs[rows] = time.perf_counter() - started
-    diff = max(float(np.max(np.abs(out[512][x] - out[d][x]))) for x in layers)
+        out[name] = fn()
+        secs[name] = round(time.perf_counter() - started, 2)
+    ref = out[f"new_{d}_rows"]
+    diff = {k: max(float(np.max(np.abs(v[x] - ref[x]))) for x in layers) for k, v in out.items()}
     return {"model": args.model, "d": d, "layers": len(layers), "prompts": len(prompts),
-            "seconds_512_rows": round(secs[512], 2), f"seconds_{d}_rows": round(secs[d], 2),
-            "speedup": round(secs[512] / secs[d], 2), "max_abs_diff": diff}
+            "seconds": secs, "max_abs_diff_vs_new_default": diff,
+            "speedup_vs_first_arm": {k: round(secs[next(iter(arms))] / v, 2)
+                                     for k, v in secs.items()}}
 
 
 def bench_stages(args: argparse.Namespace) -> dict:
@@ -125,6 +141,8 @@ def main() -> None:
     p.add_argument("--model", default="gemma-3-270m")
     p.add_argument("--benchmark", required=True)
     p.add_argument("--prompts", type=int, default=8)
+    p.add_argument("--old", default=None, help="an older jlens.py to time as a third arm")
+    p.add_argument("--warmup", action="store_true", help="run the first arm once untimed")
     p = sub.add_parser("stages")
     p.add_argument("runs", nargs="+")
     args = parser.parse_args()
