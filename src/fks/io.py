@@ -40,6 +40,7 @@ __all__ = [
     "JsonlAppender",
     "repair_jsonl_tail",
     "sha256_file",
+    "fks_cache_dir",
     "dumps_record",
     "input_error",
     "load_npy",
@@ -359,6 +360,13 @@ class JsonlAppender:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def fks_cache_dir() -> Path:
+    """Return the fks cache: ``$FKS_CACHE``, else ``$XDG_CACHE_HOME/fks`` (``~/.cache/fks``)."""
+    base = os.environ.get("FKS_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "fks")
+    return Path(base)
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:

@@ -197,7 +197,7 @@ def _gen_args(tiny_model_dir, bench, out, *extra):
     (cfg_dir / "models.yaml").write_text(f"generation:\n  max_new_tokens: {MAX_NEW}\n")
     return ("--config", str(cfg_dir), "generate", "--model", "tiny", "--model-path",
             str(tiny_model_dir), "--benchmark", str(bench), "--out", str(out), "--device", "cpu",
-            "--batch-size", "5", *extra)
+            "--batch-size", "5", "--dtype", "float32", *extra)  # the library arms' dtype
 
 
 def test_cli_shards_then_merge_equal_the_unsharded_run(full_run, tmp_path, tiny_model_dir):

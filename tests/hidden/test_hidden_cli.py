@@ -35,7 +35,11 @@ def test_extract_and_jlens_cli(tiny_benchmark_dir, deep_model_dir, tmp_path):
     store.validate(checksums=True)
     manifest = read_json(run / "evaluation_manifest.json")
     assert manifest["stages"]["extract"]["model"] == deep_model_dir.name
-    assert manifest["stages"]["extract"]["model_info"]["dtype"] == "float32"
+    # no generation recorded a dtype: the CLI default --dtype auto (bf16 on a native-bf16 CPU)
+    from fks.generate.backends.hf import resolve_dtype
+
+    assert manifest["stages"]["extract"]["model_info"]["dtype"] == resolve_dtype(
+        "cpu", "bfloat16", "auto")
 
     code = _run(["jlens", str(run), "--benchmark", str(tiny_benchmark_dir),
                  "--model-path", str(deep_model_dir), "--n-prompts", "6", "--batch-rows", "32"])

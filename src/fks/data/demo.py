@@ -95,6 +95,11 @@ DEMO_MODEL_NAME = "fks-demo-llama"
 #: figures printed at the end of ``fks demo``
 DEMO_HEADLINE = ("anchor_accuracy", "bcs", "iss", "kts")
 _DEMO_STATE = "demo.json"
+#: ``fks demo --model``: facts (round-robin over the ten relations) and J-Lens prompts, sized so
+#: a 135M-270M model finishes in about 10 minutes on 2 CPU cores (the whole demo benchmark, 3,835
+#: queries with 256 J-Lens prompts, would take about 25)
+REAL_DEMO_LIMIT = 60
+REAL_DEMO_JLENS_PROMPTS = 64
 
 
 @dataclass(frozen=True)
@@ -124,15 +129,15 @@ def _torch_threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(old)
 
 
-def _reset_stale_run(out: Path, state: dict[str, Any]) -> None:
-    """Remove ``OUT/runs/<demo>`` when it was made by another demo model or limit.
+def _reset_stale_run(out: Path, state: dict[str, Any], name: str = DEMO_MODEL_NAME) -> None:
+    """Remove ``OUT/runs/<name>`` when it was made by another demo model or limit.
 
     The folder is the demo's own output; a run of another model there would make ``generate``
-    refuse to resume (rightly, for a user's run).
+    refuse to resume (rightly, for a user's run). Each model keeps its own state file.
     """
-    path = out / _DEMO_STATE
+    path = out / (_DEMO_STATE if name == DEMO_MODEL_NAME else f"demo-{name}.json")
     old = read_json(path) if path.is_file() else None
-    run_dir = out / "runs" / DEMO_MODEL_NAME
+    run_dir = out / "runs" / name
     if old != state and run_dir.exists():
         log.warning("the demo run in %s was made with another demo model or limit; starting "
                     "it anew", run_dir)
@@ -149,8 +154,16 @@ def run_demo(
     cache_dir: Path | None = None,
     jlens_prompts: int = 256,
     threads: int | None = 1,
+    model: str | None = None,
 ) -> DemoResult:
     """Run the offline demo: benchmark, demo model, every ``fks run`` stage, report.
+
+    With ``model`` (a registry name, e.g. ``gemma-3-270m`` or ``smollm2-135m-instruct``) step 2
+    is skipped and that real model runs on the demo benchmark instead, into
+    ``out/runs/<model>/``, in ``--dtype auto`` (bfloat16 on a CPU with native bf16) and with
+    torch's own thread count (``threads`` is ignored). It evaluates :data:`REAL_DEMO_LIMIT`
+    facts unless ``limit`` says otherwise, and fits J-Lens on at most
+    :data:`REAL_DEMO_JLENS_PROMPTS` prompts.
 
     1. build and validate the demo benchmark into ``out/benchmark/`` (and print its table);
     2. :func:`fks.demo_model.ensure_demo_model`: train the demo model on part of the demo
@@ -172,11 +185,19 @@ def run_demo(
         jlens_prompts: main queries the J-Lens average runs over.
         threads: torch threads while the demo runs (default 1: the demo model is so small
             that more threads only add synchronisation; None leaves torch's setting).
+        model: run this registry model instead of the demo model (see above).
+
+    Raises:
+        FksInputError: ``model`` is not in the registry (or its package is not installed).
     """
     from fks.demo_model import DemoModelConfig, ensure_demo_model
     from fks.pipeline import PipelineContext, PipelineOptions, render_headline, run_pipeline
 
     out = Path(out)
+    if model is not None:
+        return _run_real_model(out, model, configs=configs,
+                               limit=REAL_DEMO_LIMIT if limit is None else limit,
+                               jlens_prompts=min(jlens_prompts, REAL_DEMO_JLENS_PROMPTS))
     result = _build_checked(out / "benchmark", configs)
     render_statistics(result.statistics)
     log.info("demo benchmark (validation passed): %s", result.out)
@@ -197,3 +218,34 @@ def run_demo(
     console.print(f"report: {run.report}" if run.report else f"run: {run.run_dir}",
                   soft_wrap=True, highlight=False)
     return DemoResult(result.out, model_dir, run.run_dir, run.report, headline)
+
+
+def _run_real_model(out: Path, model: str, *, configs: ConfigSet, limit: int | None,
+                    jlens_prompts: int) -> DemoResult:
+    """``fks demo --model NAME``: the registry model on the demo benchmark, every stage."""
+    from fks.generate.gguf import PACKAGE_SCHEME, locate_package_file
+    from fks.pipeline import PipelineContext, PipelineOptions, render_headline, run_pipeline
+
+    entry = configs.models.find(model)
+    if entry is None:
+        names = ", ".join(m.name for m in configs.models.models)
+        raise FksInputError(f"model {model!r} is not in the registry (models.yaml: {names})",
+                            field="model")
+    if entry.path.startswith(PACKAGE_SCHEME):
+        locate_package_file(entry.path)  # a missing package: exit 2 before the build
+    result = _build_checked(out / "benchmark", configs)
+    render_statistics(result.statistics)
+    log.info("demo benchmark (validation passed): %s", result.out)
+    _reset_stale_run(out, {"model": model, "model_path": entry.path, "limit": limit,
+                           "jlens_prompts": jlens_prompts}, name=model)
+    ctx = PipelineContext.create(
+        runs_dir=out / "runs", model=model, model_path=entry.path, benchmark=result.out,
+        configs=configs, limit=limit,
+        options=PipelineOptions(backend="hf", device="cpu", dtype="auto",
+                                revision=entry.revision, jlens_prompts=jlens_prompts))
+    run = run_pipeline(ctx)
+    headline = render_headline(run.run_dir, keys=DEMO_HEADLINE,
+                               title=f"fks demo ({model} on the demo benchmark)")
+    console.print(f"report: {run.report}" if run.report else f"run: {run.run_dir}",
+                  soft_wrap=True, highlight=False)
+    return DemoResult(result.out, Path(entry.path), run.run_dir, run.report, headline)

@@ -27,7 +27,7 @@ from fks.data.load import Benchmark, load_benchmark
 from fks.demo_model._plan import TrainingPlan, plan_training
 from fks.demo_model._train import DemoModelConfig, train_demo_model
 from fks.errors import FksInputError
-from fks.io import atomic_write_json, read_json
+from fks.io import atomic_write_json, fks_cache_dir, read_json
 
 __all__ = ["INFO_NAME", "cache_root", "demo_model_key", "ensure_demo_model"]
 
@@ -45,9 +45,7 @@ def cache_root(cache_dir: str | Path | None = None) -> Path:
     """
     if cache_dir is not None:
         return Path(cache_dir)
-    base = os.environ.get("FKS_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "fks")
-    return Path(base) / "demo_model"
+    return fks_cache_dir() / "demo_model"
 
 
 def demo_model_key(plan: TrainingPlan, config: DemoModelConfig, max_prompt_len: int) -> str:

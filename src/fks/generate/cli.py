@@ -33,8 +33,8 @@ def generate_cmd(
     model: Annotated[str | None, typer.Option(help="Model name recorded in every row.")] = None,
     model_path: Annotated[
         str | None,
-        typer.Option(help="Local folder or hub id (hf/vllm), or the served model name "
-                     "(openai). Default: the registry path of --model."),
+        typer.Option(help="Local folder, hub id, .gguf file or folder holding one (hf/vllm), "
+                     "or the served model name (openai). Default: the registry path of --model."),
     ] = None,
     benchmark: Annotated[
         str | None, typer.Option(help="Benchmark directory, or hf[:REPO_OR_PATH].")
@@ -67,6 +67,9 @@ def generate_cmd(
     device: Annotated[
         str | None, typer.Option(help="torch device for hf (default: cuda if available).")
     ] = None,
+    dtype: Annotated[str, typer.Option(
+        help="hf: auto (bfloat16 on GPU and on a CPU with native bf16, float32 on other CPUs), "
+             "bfloat16, float16 or float32.")] = "auto",
     revision: Annotated[str | None, typer.Option(help="Hub revision (hf).")] = None,
     tensor_parallel_size: Annotated[
         int, typer.Option(min=1, help="GPUs one model is split over (vllm).")] = 1,
@@ -114,6 +117,7 @@ def generate_cmd(
     with run_dir_lock(shard_folder(out, shard_t)):
         gen_backend = _make(backend, model_path, entry=entry, configs=configs, device=device,
                             trust_remote_code=trust_remote_code, revision=revision,
+                            dtype=dtype,
                             base_url=base_url, api_key=os.environ.get(api_key_env),
                             concurrency=concurrency, timeout=timeout, max_retries=max_retries,
                             vllm_opts={"tensor_parallel_size": tensor_parallel_size,
@@ -139,7 +143,7 @@ def generate_cmd(
 def _make(kind: str, model_path: str, *, entry: object, configs: object, device: str | None,
           trust_remote_code: bool, revision: str | None, base_url: str | None,
           api_key: str | None, concurrency: int, timeout: float, max_retries: int,
-          vllm_opts: dict[str, object] | None = None) -> object:
+          vllm_opts: dict[str, object] | None = None, dtype: str | None = None) -> object:
     """Build the backend from the command's options (only the ones that backend takes)."""
     from fks.generate.backends import make_backend
 
@@ -149,7 +153,7 @@ def _make(kind: str, model_path: str, *, entry: object, configs: object, device:
         opts = {"base_url": base_url, "api_key": api_key, "concurrency": concurrency,
                 "timeout": timeout, "max_retries": max_retries}
     elif kind == "hf":
-        opts = {"revision": revision or getattr(entry, "revision", None)}
+        opts = {"revision": revision or getattr(entry, "revision", None), "dtype": dtype}
     elif kind == "vllm":
         opts = {"revision": revision or getattr(entry, "revision", None), **(vllm_opts or {})}
     return make_backend(kind, model_path, configs=configs, device=device,  # type: ignore[arg-type]

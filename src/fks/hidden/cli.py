@@ -70,6 +70,13 @@ def _resolve_model(run: Path, model: str | None, model_path: str | None) -> tupl
     return name, path, entry
 
 
+def _generation_dtype(run: Path) -> str:
+    """Return the dtype generation ran in (the manifest's ``backend.dtype``), else ``auto``."""
+    from fks.generate.manifest import read_run_manifest
+
+    return (read_run_manifest(run).get("backend") or {}).get("dtype") or "auto"
+
+
 def _check_weights(run: Path, backend: Any) -> None:
     """Refuse weights other than those generation used (when both hashes are known)."""
     from fks.generate.manifest import MANIFEST_NAME, read_run_manifest
@@ -129,7 +136,9 @@ def extract_cmd(
     batch_size: Annotated[int, typer.Option(min=1, help="Prompts per forward pass.")] = 16,
     device: Device = None,
     dtype: Annotated[str | None, typer.Option(
-        help="Override the dtype (default: generation's, bf16 on GPU, fp32 on CPU).")] = None,
+        help="auto, bfloat16, float16 or float32 (default: the dtype generation recorded in "
+             "the run's manifest, else auto: bf16 on GPU and on a CPU with native bf16).")
+    ] = None,
     revision: Revision = None,
     trust_remote_code: Remote = False,
     overwrite: Overwrite = False,
@@ -150,7 +159,7 @@ def extract_cmd(
     shard_t = parse_shard(shard) if shard else None
     bench = load_benchmark(benchmark)
     name, path, entry = _resolve_model(run, model, model_path)
-    backend = _load(path, device=device, dtype=dtype, revision=revision,
+    backend = _load(path, device=device, dtype=dtype or _generation_dtype(run), revision=revision,
                     trust_remote_code=trust_remote_code, device_map=device_map)
     _check_registry(entry, backend.model)
     _check_weights(run, backend)
@@ -173,7 +182,8 @@ def jlens_cmd(
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 20260101,
     layers: Annotated[str, typer.Option(help=_LAYERS_HELP)] = "all",
     batch_rows: Annotated[int | None, typer.Option(
-        min=1, help="Jacobian rows per backward pass (memory knob; default min(d, 512)).")] = None,
+        min=1, help="Jacobian rows per backward pass (memory knob; default d up to d = 1024 "
+        "(one pass), else 512).")] = None,
     device: Device = None,
     revision: Revision = None,
     trust_remote_code: Remote = False,

@@ -21,7 +21,13 @@ prefix's states held fixed *is* the full Jacobian. :func:`fit_jlens` uses that:
 
 ``J^{L-1}`` is therefore exactly the identity. Computation follows the model's dtype and the
 mean is accumulated in float32 (float64 for a float64 model); load the model in float32 --
-in bfloat16 the ``J - I`` part is off by about 1.5 %.
+in bfloat16 the ``J - I`` part is off by about 1.5 %. Decision: J-Lens always fits in float32,
+also where generation and extraction run in bfloat16 (GPU, or a CPU with native bf16); ``fks
+run`` reloads the model in float32 for it (seconds, from the cached checkpoint).
+
+Rows per backward pass (:func:`default_batch_rows`): all ``d`` when ``d <= 1024`` (one forward
+and one backward pass per prompt; the ``B``-fold KV cache of a small model fits easily), else
+512. Before, the default was ``min(d, 512)``: two passes, 1,024 rows for Gemma 3 270M's 640.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from fks.runlock import locks_run_dir
 __all__ = [
     "JLENS_DIR",
     "fit_jlens",
+    "default_batch_rows",
     "prompt_jacobians",
     "sample_jlens_queries",
     "save_jlens",
@@ -69,11 +76,18 @@ _MANIFEST = "manifest.json"
 
 
 # ------------------------------------------------------------------------------ hooks
+class _StopForward(Exception):
+    """Raised by the last block's hook: ``h^L`` is captured, the rest of the pass is not needed."""
+
+
 class _DeltaHooks:
     """Forward hooks adding ``delta[l]`` to block ``l``'s output at the last position.
 
     ``delta[l]`` is ``(B, 1, d)`` and requires grad; the last block's output there (after its
-    own delta, if any) is kept as ``self.y``, ``(B, d)``.
+    own delta, if any) is kept as ``self.y``, ``(B, d)``, and the forward pass is then stopped
+    (:class:`_StopForward`, caught by :meth:`run`): the final norm and the unembedding are never
+    computed. For Gemma 3 270M the unembedding (262k x 640) is 63 % of the weights, so this
+    saves the largest matrix product of every J-Lens forward pass over ``B`` rows.
     """
 
     def __init__(self, blocks: Any, deltas: Mapping[int, Any]) -> None:
@@ -101,9 +115,20 @@ class _DeltaHooks:
                 output = with_block_hidden(output, hidden)
             if layer == last:
                 self.y = hidden[:, -1, :]
+                raise _StopForward
             return output
 
         return hook
+
+    def run(self, model: Any, **inputs: Any) -> Any:
+        """Run ``model(**inputs)`` up to the last block; returns ``self.y``."""
+        try:
+            model(**inputs)
+        except _StopForward:
+            pass
+        if self.y is None:
+            raise RuntimeError("the last decoder block's hook never ran")
+        return self.y
 
 
 @contextlib.contextmanager
@@ -142,6 +167,19 @@ def _prefix_cache(model: Any, prefix: Any, copies: int) -> Any:
 
 
 # --------------------------------------------------------------------------- kernels
+#: the widest model whose Jacobian rows all go into one backward pass by default
+ONE_PASS_MAX_D = 1024
+
+
+def default_batch_rows(d: int) -> int:
+    """Jacobian rows per backward pass: ``d`` (one pass) up to ``d = 1024``, else 512.
+
+    >>> default_batch_rows(640), default_batch_rows(4096)
+    (640, 512)
+    """
+    return d if d <= ONE_PASS_MAX_D else 512
+
+
 def prompt_jacobians(
     model: Any,
     ids: Sequence[int],
@@ -157,7 +195,8 @@ def prompt_jacobians(
         model: a causal LM whose parameters are frozen (see :func:`fit_jlens`).
         ids: the prompt's token ids (last real token = last id).
         layers: block indices.
-        batch_rows: ``B``, Jacobian rows per backward pass (``batched``; default ``min(d, 512)``).
+        batch_rows: ``B``, Jacobian rows per backward pass (``batched``; default
+            :func:`default_batch_rows`).
         method: ``batched`` -- prefix cache, ``B`` copies of the last token, ``ceil(d/B)``
             backward passes; ``loop`` -- the reference: the whole prompt, one backward pass
             per output coordinate (``d`` passes). Both give the same matrices.
@@ -175,7 +214,7 @@ def prompt_jacobians(
     if method == "loop":
         B, inputs = 1, {"input_ids": tokens, "use_cache": False}
     elif method == "batched":
-        B = min(d, batch_rows or 512)
+        B = min(d, batch_rows or default_batch_rows(d))
         inputs = {
             "input_ids": tokens[:, -1:].expand(B, 1),
             "position_ids": torch.full((B, 1), T - 1, dtype=torch.long, device=device),
@@ -188,8 +227,8 @@ def prompt_jacobians(
     deltas = {x: torch.zeros(B, 1, d, dtype=dtype, device=device, requires_grad=True)
               for x in layers}
     with _DeltaHooks(blocks, deltas) as hooks:
-        model(**inputs, **last_logits_kwargs(model))
-    y, order = hooks.y, list(deltas)
+        y = hooks.run(model, **inputs, **last_logits_kwargs(model))
+    order = list(deltas)
     out = accumulate if accumulate is not None else {
         x: torch.zeros(d, d, dtype=dtype, device=device) for x in layers}
     n_pass = math.ceil(d / B)
@@ -223,7 +262,8 @@ def fit_jlens(
         prompts: prompt strings (from :func:`fks.generate.prompts.build_prompt`).
         layers: block indices (default: all ``L``; ``J^{L-1}`` is the identity).
         max_prompt_len: the protocol's prompt cap.
-        batch_rows: Jacobian rows per backward pass (memory knob; default ``min(d, 512)``).
+        batch_rows: Jacobian rows per backward pass (memory knob; default
+            :func:`default_batch_rows`).
         method: ``batched`` (default) or the per-coordinate ``loop`` reference.
 
     Returns:
@@ -444,7 +484,7 @@ def run_jlens(
         "n_layers": n_layers,
         "stratified_by": ["relation", "condition_family"],
         "method": "prefix-cached batched reverse mode",
-        "batch_rows": min(d, batch_rows or 512),
+        "batch_rows": min(d, batch_rows or default_batch_rows(d)),
         "compute_dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
         "h_L": "raw output of the last decoder block (before the final norm), last prompt token",
         "model_info": dict(model_info or {}),

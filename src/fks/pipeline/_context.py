@@ -37,6 +37,10 @@ class PipelineOptions:
     Attributes:
         backend: generation backend (``hf``, ``openai``, ``vllm``).
         device: torch device for the in-process model (default: cuda when available).
+        dtype: the in-process model's dtype for generation and extraction: None (the
+            protocol's on GPU, float32 on CPU), ``auto`` (also bfloat16 on a CPU that computes
+            it natively; what ``fks run`` passes) or a dtype name. J-Lens always fits in
+            float32 (see :func:`fks.hidden.jlens.fit_jlens`).
         revision: hub revision of the model.
         trust_remote_code: allow the model repository's own code.
         batch_size: prompts per generation batch and per extraction forward pass.
@@ -52,6 +56,7 @@ class PipelineOptions:
 
     backend: str = "hf"
     device: str | None = None
+    dtype: str | None = None
     revision: str | None = None
     trust_remote_code: bool = False
     batch_size: int = 16
@@ -160,15 +165,16 @@ class PipelineContext:
         """Return an in-process :class:`~fks.generate.backends.hf.HFBackend` (model + tokenizer).
 
         Args:
-            dtype: ``None`` for the generation dtype (bfloat16 on GPU, float32 on CPU), or
-                ``float32`` (J-Lens). The loaded model is reused when its dtype matches;
+            dtype: ``None`` for the generation dtype (``options.dtype``, see
+                :func:`~fks.generate.backends.hf.resolve_dtype`), or ``float32`` (J-Lens).
+                The loaded model is reused when its dtype matches;
                 otherwise it is replaced (one model in memory at a time).
         """
-        from fks.generate.backends.hf import HFBackend, resolve_device
+        from fks.generate.backends.hf import HFBackend, resolve_device, resolve_dtype
 
         device = resolve_device(self.options.device)
         gen = self.configs.models.generation
-        want = dtype or (gen.dtype if device.startswith("cuda") else "float32")
+        want = resolve_dtype(device, gen.dtype, dtype or self.options.dtype)
         if self._hf is None or self._hf.dtype != want:
             self._hf = None  # free the old model before loading the next
             self._hf = HFBackend(self.model_path, generation=gen, device=device, dtype=want,

@@ -69,9 +69,15 @@ class Stage:
 
 # ------------------------------------------------------------------------------- params
 def _model_params(ctx: PipelineContext) -> dict[str, Any]:
-    return {"model": ctx.model, "model_path": ctx.model_path, "backend": ctx.options.backend,
-            "revision": ctx.options.revision, "benchmark": ctx.benchmark.checksum(),
-            "generation": ctx.configs.models.generation.model_dump(mode="json")}
+    params = {"model": ctx.model, "model_path": ctx.model_path, "backend": ctx.options.backend,
+              "revision": ctx.options.revision, "benchmark": ctx.benchmark.checksum(),
+              "generation": ctx.configs.models.generation.model_dump(mode="json")}
+    if ctx.options.dtype is not None:  # the dtype it resolves to here (auto differs by CPU)
+        from fks.generate.backends.hf import resolve_device, resolve_dtype
+
+        params["dtype"] = resolve_dtype(resolve_device(ctx.options.device),
+                                        ctx.configs.models.generation.dtype, ctx.options.dtype)
+    return params
 
 
 def _metrics_params(ctx: PipelineContext) -> dict[str, Any]:

@@ -25,8 +25,8 @@ def run_cmd(
     model: Annotated[str, typer.Option(help="Model name: the run folder RUNS/<NAME>/.")],
     benchmark: Annotated[str, typer.Option(help="Benchmark directory, or hf[:REPO_OR_PATH].")],
     model_path: Annotated[str | None, typer.Option(
-        help="Local folder or hub id (hf/vllm), or the served model name (openai). "
-             "Default: the registry path of --model.")] = None,
+        help="Local folder, hub id, .gguf file or folder holding one (hf/vllm), or the served "
+             "model name (openai). Default: the registry path of --model.")] = None,
     out: Annotated[Path, typer.Option(help="RUNS: the folder holding one run per model.")
                    ] = Path("runs"),
     backend: Annotated[str, typer.Option(help="Generation backend: hf | openai | vllm.")] = "hf",
@@ -39,6 +39,10 @@ def run_cmd(
              "RUN/benchmark/.")] = None,
     device: Annotated[str | None, typer.Option(
         help="torch device for the in-process model (default: cuda if available).")] = None,
+    dtype: Annotated[str, typer.Option(
+        help="Model dtype for generation and extraction: auto (bfloat16 on GPU and on a CPU "
+             "with native bf16 (AMX/AVX512-BF16), float32 on other CPUs), bfloat16, float16 "
+             "or float32. J-Lens always fits in float32.")] = "auto",
     revision: Annotated[str | None, typer.Option(help="Hub revision of the model.")] = None,
     trust_remote_code: Annotated[bool, typer.Option(
         help="Allow the model repository's own code.")] = False,
@@ -62,6 +66,7 @@ def run_cmd(
     """Run every stage for one model into RUNS/<NAME>/ (skips stages that are up to date)."""
     from fks.cli import get_configs, set_strict
     from fks.generate.backends import BACKENDS
+    from fks.generate.backends.hf import resolve_dtype
     from fks.pipeline import (
         PipelineContext,
         PipelineOptions,
@@ -92,7 +97,8 @@ def run_cmd(
         extra = {"base_url": base_url, "api_key": os.environ.get(api_key_env)}
     elif backend == "hf":
         revision = revision or (entry.revision if entry else None)
-    options = PipelineOptions(backend=backend, device=device, revision=revision,
+    resolve_dtype("cpu", "bfloat16", dtype)  # check the name before any work
+    options = PipelineOptions(backend=backend, device=device, dtype=dtype, revision=revision,
                               trust_remote_code=trust_remote_code, batch_size=batch_size,
                               judge=judge, jlens_prompts=jlens_prompts, transport=transport,
                               kts_bootstrap=kts_bootstrap, backend_options=extra)

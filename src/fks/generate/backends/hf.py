@@ -11,7 +11,14 @@
   defaults (sampling, repetition penalty, ``min_new_tokens``, ...) are NOT used: the model's
   ``generation_config`` is replaced by one holding only the special tokens, because ``generate``
   would otherwise fill every unset option from it.
-* dtype: ``generation.dtype`` (bfloat16) on GPU, float32 on CPU; the dtype used is recorded.
+* dtype (:func:`resolve_dtype`): ``generation.dtype`` (bfloat16) on GPU; on CPU float32 by
+  default, or with ``dtype="auto"`` (the CLI's ``--dtype`` default) bfloat16 where the CPU computes
+  it natively (:func:`cpu_native_bf16`: AMX-BF16 or AVX512-BF16), float32 elsewhere. The dtype
+  used is recorded.
+* ``model_path`` goes through :func:`fks.generate.gguf.resolve_model_source`: a ``.gguf`` file,
+  a folder holding one, or ``package:MODULE/FILE`` is dequantized once into a cached checkpoint,
+  and ``describe()`` then carries the GGUF's sha256, quantization and dequantized dtype
+  (``gguf``) and ``weights_sha256`` is the digest of the GGUF file.
 * ``device_map="auto"`` (needs ``accelerate``) spreads a model too large for one GPU over all
   visible GPUs (and CPU memory if need be); inputs go to the embedding's device. This is the
   hidden-state path for big models (generation itself can use vLLM's tensor parallelism).
@@ -22,6 +29,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -43,6 +51,9 @@ __all__ = [
     "model_file_hashes",
     "WEIGHT_PATTERNS",
     "TOKENIZER_FILES",
+    "DTYPES",
+    "cpu_native_bf16",
+    "resolve_dtype",
 ]
 
 log = logging.getLogger(__name__)
@@ -70,6 +81,53 @@ def resolve_device(device: str | None) -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+#: values ``--dtype`` accepts (``auto``: see :func:`resolve_dtype`)
+DTYPES = ("auto", "bfloat16", "float16", "float32")
+
+
+@functools.cache
+def cpu_native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 natively (so bf16 is faster than float32, not slower).
+
+    Decided from the Linux ``/proc/cpuinfo`` flags ``amx_bf16`` (Sapphire Rapids and later) or
+    ``avx512_bf16`` (Cooper Lake, Zen 4 and later): oneDNN, which torch uses for bf16 matrix
+    products on CPU, has native kernels for exactly these. Anything else (no such file, e.g.
+    macOS or Windows, or a CPU without the flags) is False: there bf16 is emulated and slower.
+    """
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return False
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines()
+                  if line.startswith("flags")), [])
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
+def resolve_dtype(device: str, generation_dtype: str, requested: str | None = None) -> str:
+    """Return the dtype a model runs in on ``device``.
+
+    Args:
+        device: ``cpu``, ``cuda``, ``cuda:1``, ...
+        generation_dtype: the protocol's dtype (``generation.dtype``, bfloat16).
+        requested: ``None`` (the library default: the protocol's dtype on GPU, float32 on
+            CPU), ``auto`` (the protocol's dtype on GPU and on a CPU with native bf16, float32
+            on other CPUs) or an explicit dtype name (used as given).
+
+    Raises:
+        FksInputError: an unknown dtype name.
+    """
+    if requested not in (None, *DTYPES):
+        raise FksInputError(f"expected one of {', '.join(DTYPES)}; found {requested!r}",
+                            field="dtype")
+    if requested not in (None, "auto"):
+        return requested
+    if not device.startswith("cpu"):
+        return generation_dtype
+    if requested == "auto" and generation_dtype == "bfloat16" and cpu_native_bf16():
+        return "bfloat16"
+    return "float32"
 
 
 def files_digest(files: list[Path]) -> str | None:
@@ -140,7 +198,7 @@ class HFBackend:
         device: ``cpu``, ``cuda``, ``cuda:1``, ...; default: cuda when available.
         trust_remote_code: allow model code from the repository (off unless a flag sets it).
         revision: hub revision, when loading by id.
-        dtype: override the dtype (default: ``generation.dtype`` on GPU, float32 on CPU).
+        dtype: ``auto``, a dtype name, or None (see :func:`resolve_dtype`).
         device_map: ``"auto"`` (or an explicit map) to place the layers with ``accelerate``
             across devices instead of moving the whole model to ``device``.
     """
@@ -162,13 +220,16 @@ class HFBackend:
         import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from fks.generate.gguf import resolve_model_source
+
         self.model_path = str(model_path)
+        self.source = resolve_model_source(self.model_path)
         self.generation = generation
         self.device = resolve_device(None if device_map else device)
         self.device_map = device_map
         if device_map:
             _require_accelerate()
-        self.dtype = dtype or (generation.dtype if self.device.startswith("cuda") else "float32")
+        self.dtype = resolve_dtype(self.device, generation.dtype, dtype)
         self.revision = revision
         self.trust_remote_code = trust_remote_code
         self._transformers_version = transformers.__version__
@@ -176,9 +237,9 @@ class HFBackend:
         kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code, "revision": revision}
         placement = {"device_map": device_map} if device_map else {}
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(self.model_path, **kwargs)
+            self.tokenizer = AutoTokenizer.from_pretrained(self.source.load_path, **kwargs)
             self.model = AutoModelForCausalLM.from_pretrained(
-                self.model_path, dtype=getattr(torch, self.dtype), **placement, **kwargs
+                self.source.load_path, dtype=getattr(torch, self.dtype), **placement, **kwargs
             )
         except OSError as exc:
             raise offline_error(self.model_path, exc) from None
@@ -282,11 +343,17 @@ class HFBackend:
     def describe(self) -> dict[str, Any]:
         """Model path, weights/tokenizer sha256, dtype, device, transformers version."""
         if self._describe is None:
+            hashes = model_file_hashes(self.source.load_path, self.revision)
+            if self.source.gguf is not None:  # the identity is the GGUF, not its conversion
+                gguf_file = Path(self.source.gguf["source_path"])
+                hashes |= {"weights_sha256": files_digest([gguf_file]),
+                           "weight_files": [gguf_file.name]}
             self._describe = {
                 "backend": self.name,
                 "model_path": self.model_path,
                 "revision": self.revision,
-                **model_file_hashes(self.model_path, self.revision),
+                **hashes,
+                **self.source.describe(),
                 "dtype": self.dtype,
                 "device": self.device,
                 **({"device_map": sorted({str(d) for d in (
