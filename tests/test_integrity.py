@@ -34,7 +34,7 @@ def _cli(*args: str) -> int:
 _HOLDER = textwrap.dedent("""
     import sys, time
     from fks.runlock import run_dir_lock
-    with run_dir_lock(sys.argv[1]):
+    with run_dir_lock(sys.argv[1], create=True):
         print("held", flush=True)
         time.sleep(float(sys.argv[2]))
 """)

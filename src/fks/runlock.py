@@ -48,7 +48,7 @@ __all__ = [
     "RunLockedError",
     "run_dir_lock",
     "run_dirs_lock",
-    "shard_folder",
+    "lock_path_of",
     "locks_run_dir",
     "set_lock_wait",
     "lock_wait",
@@ -103,9 +103,10 @@ def _holder(handle: Any) -> str:
             f"({info.get('command', '?')}, since {info.get('since', '?')})")
 
 
-def _open(lock_path: Path) -> Any:
+def _open(lock_path: Path, create: bool) -> Any:
     try:
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        if create:
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
         # "a+" creates without truncating: the holder's note survives until we own the lock
         return open(lock_path, "a+", encoding="utf-8")  # noqa: SIM115 (held across calls)
     except OSError as err:
@@ -144,15 +145,32 @@ def _note(handle: Any) -> None:
     handle.flush()
 
 
+def lock_path_of(run_dir: str | Path, shard: tuple[int, int] | None = None) -> Path:
+    """Return the lock file of a run (``RUN/.fks.lock``) or of one shard of it.
+
+    A shard's lock sits in the run directory (``RUN/.fks.shard_i_of_n.lock``), not in its
+    shard folder, so taking it never creates a ``RUN/shards/shard_i_of_n/`` folder that the
+    shard bookkeeping would read as a started split.
+    """
+    name = LOCK_NAME if shard is None else f".fks.shard_{shard[0]}_of_{shard[1]}.lock"
+    return Path(run_dir) / name
+
+
 @contextlib.contextmanager
-def run_dir_lock(run_dir: str | Path, *, wait: float | None | bool = False) -> Iterator[Path]:
+def run_dir_lock(run_dir: str | Path, *, shard: tuple[int, int] | None = None,
+                 wait: float | None | bool = False, create: bool = False) -> Iterator[Path]:
     """Hold the exclusive writer lock of ``run_dir`` (re-entrant within this process).
 
     Args:
-        run_dir: the run directory (created if missing, as every writing stage does anyway).
+        run_dir: the run directory.
+        shard: ``(i, n)``: the lock of that shard of the run (shards are written side by side,
+            each by one writer).
         wait: ``False`` (default): use :func:`lock_wait` (``fks --wait`` / ``FKS_LOCK_WAIT``);
             ``None``: fail at once; a number: wait that many seconds (``0`` forever);
             ``True``: wait forever.
+        create: create a missing ``run_dir`` (the stages that start a run); otherwise a
+            missing run directory is not locked -- there is nothing in it to protect, and the
+            stage reports the missing input itself.
 
     Yields:
         The lock file's path.
@@ -164,14 +182,17 @@ def run_dir_lock(run_dir: str | Path, *, wait: float | None | bool = False) -> I
         wait = lock_wait()
     elif wait is True:
         wait = 0.0
-    lock_path = Path(run_dir) / LOCK_NAME
+    lock_path = lock_path_of(run_dir, shard)
+    if not create and not lock_path.parent.is_dir():
+        yield lock_path
+        return
     key = os.path.realpath(lock_path)
     with _guard:
         entry = _held.get(key)
         if entry is not None:
             entry[1] += 1
         else:
-            handle = _open(lock_path)
+            handle = _open(lock_path, create)
             _acquire(handle, lock_path, wait)
             _note(handle)
             _held[key] = [handle, 1]
@@ -197,19 +218,14 @@ def run_dirs_lock(run_dirs: Sequence[str | Path]) -> Iterator[None]:
         yield
 
 
-def shard_folder(run_dir: str | Path, shard: tuple[int, int] | None) -> Path:
-    """Return the folder a stage writes: ``RUN``, or ``RUN/shards/shard_i_of_n`` for a shard."""
-    run = Path(run_dir)
-    return run if shard is None else run / "shards" / f"shard_{shard[0]}_of_{shard[1]}"
-
-
-def locks_run_dir(arg: str) -> Callable[[F], F]:
+def locks_run_dir(arg: str, *, create: bool = False) -> Callable[[F], F]:
     """Decorate a library function so it holds the lock of the run directory in ``arg``.
 
     ``arg`` names the parameter holding the run directory (a path, or a sequence of paths for
     functions that write into several runs). When the function has a ``shard`` argument that
-    is set, the lock is the shard folder's: shards of one run are written side by side by
-    different processes, each folder by one writer.
+    is set, the lock is that shard's: shards of one run are written side by side by
+    different processes, each by one writer. ``create`` creates a missing run directory (for
+    the functions that start a run).
     """
 
     def decorate(func: F) -> F:
@@ -221,7 +237,7 @@ def locks_run_dir(arg: str) -> Callable[[F], F]:
             value = bound[arg]
             value = getattr(value, "run_dir", value)  # a context object that names its run
             if isinstance(value, str | os.PathLike):
-                with run_dir_lock(shard_folder(value, bound.get("shard"))):
+                with run_dir_lock(value, shard=bound.get("shard"), create=create):
                     return func(*args, **kwargs)
             with run_dirs_lock(list(value)):
                 return func(*args, **kwargs)

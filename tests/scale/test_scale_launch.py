@@ -181,10 +181,10 @@ def test_ray_missing_says_how_to_install(tmp_path, bench, scale_model_dir, monke
 
 _SLOW_FIRST_ATTEMPT = """
 import json, sys, time
-from fks.runlock import run_dir_lock, shard_folder
+from fks.runlock import run_dir_lock
 from fks.scale.launch import run_shard_task
 payload = json.load(open(sys.argv[1]))
-with run_dir_lock(shard_folder(payload["run_dir"], (1, 2))):
+with run_dir_lock(payload["run_dir"], shard=(1, 2)):
     print("started", flush=True)
     time.sleep(2.0)  # the injected slowness: the driver gives up on this attempt and retries
     print(json.dumps(run_shard_task(payload, "generate", 1, 2)), flush=True)

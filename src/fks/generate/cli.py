@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from fks.errors import FksInputError
-from fks.runlock import run_dir_lock, shard_folder
+from fks.runlock import run_dir_lock
 
 log = logging.getLogger("fks")
 
@@ -114,7 +114,7 @@ def generate_cmd(
                             "(run `fks extract` after a merge instead)", field="with_hidden")
     # the run directory's writer lock before the (slow) model load: a second writer on the
     # same --out learns at once that it is busy (fks.runlock), not after loading a model
-    with run_dir_lock(shard_folder(out, shard_t)):
+    with run_dir_lock(out, shard=shard_t, create=True):
         gen_backend = _make(backend, model_path, entry=entry, configs=configs, device=device,
                             trust_remote_code=trust_remote_code, revision=revision,
                             dtype=dtype,

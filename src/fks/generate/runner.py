@@ -448,7 +448,7 @@ def _generate_batches(
     return counts
 
 
-@locks_run_dir("out_dir")
+@locks_run_dir("out_dir", create=True)
 def generate_run(
     benchmark: str | Path | Benchmark,
     out_dir: str | Path,

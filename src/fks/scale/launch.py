@@ -45,7 +45,7 @@ from typing import Any, Protocol
 
 from fks.errors import FksInputError
 from fks.pipeline import PipelineContext, PipelineOptions, run_pipeline, select_stages, stale_reason
-from fks.runlock import locks_run_dir, run_dir_lock, shard_folder
+from fks.runlock import locks_run_dir, run_dir_lock
 
 __all__ = [
     "SHARDED_STAGES",
@@ -228,7 +228,7 @@ def run_shard_task(payload: dict[str, Any], stage: str, shard: int, n: int) -> d
         # a retry may start while the first attempt still lives (a lost heartbeat, a node
         # thought dead): it queues behind that attempt's lock on the shard folder, then resumes
         # from what the attempt wrote, so no record is ever written twice (fks.runlock)
-        with run_dir_lock(shard_folder(ctx.run_dir, (shard, n)), wait=True):
+        with run_dir_lock(ctx.run_dir, shard=(shard, n), wait=True):
             out = _stage_body(ctx, stage, (shard, n))
     except FksInputError as exc:
         return {"stage": stage, "shard": shard, "input_error": exc.one_line()}
