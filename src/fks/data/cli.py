@@ -97,7 +97,8 @@ def demo_cmd(
     from fks.cli import get_configs
     from fks.data.demo import run_demo
 
-    run_demo(out, configs=get_configs(), model=model, limit=limit)
+    extra = {k: v for k, v in (("model", model), ("limit", limit)) if v is not None}
+    run_demo(out, configs=get_configs(), **extra)
 
 
 def register(app: typer.Typer) -> None:
