@@ -98,7 +98,7 @@ KTS_MODES = ("full_set", "complete_family")
 
 
 def explorer_path(report: str | Path) -> Path:
-    """``DIR/explorer.html`` for ``DIR/report.html``, else ``DIR/STEM_explorer.html``."""
+    """Return ``DIR/explorer.html`` for ``DIR/report.html``, else ``DIR/STEM_explorer.html``."""
     report = Path(report)
     name = EXPLORER_NAME if report.stem == "report" else f"{report.stem}_{EXPLORER_NAME}"
     return report.with_name(name)
@@ -122,7 +122,7 @@ class _Strings:
 
 
 def _num(v: Any) -> float | None:
-    """A figure for the page: None for missing/nan, else rounded to 4 decimals."""
+    """Return a figure for the page: None for missing/nan, else rounded to 4 decimals."""
     if v is None:
         return None
     v = float(v)
@@ -148,7 +148,7 @@ def _records(run_dir: Path) -> tuple[str | None, Iterator[tuple[int, Any]]]:
 
 
 def _benchmark(run_dir: Path, manifest: dict[str, Any]) -> tuple[Any, str | None]:
-    """The run's benchmark (or None) and, when it cannot be read, why."""
+    """Return the run's benchmark (or None) and, when it cannot be read, why."""
     from fks.data.load import load_benchmark
 
     path = (manifest.get("benchmark") or {}).get("path")
@@ -225,7 +225,7 @@ def _fact_identity(r: ReportRun) -> dict[str, float]:
 
 
 def _run_facts(r: ReportRun, b: _Builder) -> dict[str, Any]:
-    """Per-fact figures of one run, aligned with ``b.facts`` (call after every fact is added)."""
+    """Return the per-fact figures of one run, aligned with ``b.facts`` (all facts added)."""
     n = len(b.facts["id"])
     out: dict[str, list[Any]] = {k: [None] * n for k in
                                  ("group", "bcs", "bes", "iss", "kts_id", "anchor", "modal")}
@@ -255,7 +255,7 @@ def _run_facts(r: ReportRun, b: _Builder) -> dict[str, Any]:
 
 def _answers(run_dir: Path, b: _Builder, include: set[str] | None,
              bench_queries: dict[str, Any]) -> tuple[dict[str, list[Any]], dict[str, Any]]:
-    """The run's query records as columns, and facts about them (source file, versions)."""
+    """Return the run's query records as columns, and facts about them (source file, versions)."""
     cols: dict[str, list[Any]] = {k: [] for k in ("query", "raw", "label", "cluster",
                                                   "meaning", "status", "correctness")}
     source, rows = _records(run_dir)
@@ -311,7 +311,7 @@ def _same_benchmark(runs: Sequence[ReportRun]) -> tuple[list[ReportRun], list[st
 
 
 def explorer_data(runs: Sequence[ReportRun]) -> dict[str, Any]:
-    """Build the explorer's JSON document of the runs (columnar; see the module docstring).
+    r"""Build the explorer's JSON document of the runs (columnar; see the module docstring).
 
     Layout: ``strings`` (the string table; ``relation``, ``family``, ``variant``,
     ``language``, ``gold``, ``group``, ``modal``, ``label``, ``cluster``, ``meaning``,
@@ -382,7 +382,7 @@ def explorer_data(runs: Sequence[ReportRun]) -> dict[str, Any]:
 
 # ================================================================================ the page
 def safe_json(obj: Any) -> str:
-    """JSON safe inside ``<script type="application/json">``.
+    r"""Return JSON safe inside ``<script type="application/json">``.
 
     ``<``, ``>`` and ``&`` become ``\\u003c``/``\\u003e``/``\\u0026`` (so no ``</script>`` or
     ``<!--`` can appear), U+2028/U+2029 their escapes; ``JSON.parse`` restores them all.
@@ -396,7 +396,7 @@ def safe_json(obj: Any) -> str:
 
 def render_explorer(data: dict[str, Any], *, title: str, report_href: str | None = None
                     ) -> str:
-    """The explorer page of :func:`explorer_data`'s document."""
+    """Return the explorer page of :func:`explorer_data`'s document."""
     digest = base64.b64encode(hashlib.sha256(EXPLORER_JS.encode()).digest()).decode()
     slots = {"TITLE": html.escape(title), "CSS": EXPLORER_CSS, "JS": EXPLORER_JS,
              "DATA": safe_json(data), "SCRIPT_HASH": f"sha256-{digest}",
