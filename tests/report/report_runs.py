@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from tiny_benchmark import tiny_benchmark_rows
 
 FAMILIES = ["anchor", "paraphrase", "format", "context", "multilingual"]
 XSS = "<script>alert(1)</script>"
+#: a second hostile answer: closes the script element, an event handler, line separators
+HOSTILE = "</script><img src=x onerror=alert(2)><!-- \u2028\u2029 & \"'"
 LAYERS = (2, 3)
 
 
@@ -218,3 +221,22 @@ def tiny_run(root: Path, bench_dir: Path, *, model: str = "tiny-model",
              "layer": layer, "iss": 0.2 * k + 0.1 * (layer - LAYERS[0])}
             for k, f in enumerate(tiny_benchmark_rows()[0]) for layer in LAYERS])
     return run
+
+
+def hostile_tiny_run(root: Path, bench: Path, **kw: Any) -> Path:
+    """:func:`tiny_run` with fact_000002 context answer :data:`HOSTILE` (anchor: XSS)."""
+    run = tiny_run(root, bench, **kw)
+    path = run / "judged.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    for r in rows:
+        if r["fact_id"] == "fact_000002" and r["condition_family"] == "context":
+            r["raw_response"] = HOSTILE
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    return run
+
+
+def page_data(html: str) -> dict[str, Any]:
+    """The JSON document inlined in an explorer page."""
+    m = re.search(r'<script type="application/json" id="fks-data">(.*?)</script>', html, re.S)
+    assert m is not None
+    return json.loads(m.group(1))

@@ -6,10 +6,9 @@ import base64
 import hashlib
 import json
 import re
-from pathlib import Path
 
 import pytest
-from report_runs import XSS, synthetic_run, tiny_run
+from report_runs import HOSTILE, XSS, hostile_tiny_run, page_data, synthetic_run, tiny_run
 
 from fks.configs import load_configs
 from fks.data.load import load_benchmark
@@ -17,33 +16,12 @@ from fks.generate.prompts import build_prompt
 from fks.report.build import build_report
 from fks.report.explorer import explorer_path, safe_json
 
-#: a second hostile answer: closes the script element, an event handler, line separators
-HOSTILE = "</script><img src=x onerror=alert(2)><!-- \u2028\u2029 & \"'"
-
 
 @pytest.fixture(scope="module")
 def configs(tmp_path_factory):
     d = tmp_path_factory.mktemp("cfg")
     (d / "metrics.yaml").write_text("bootstrap: {n_resamples: 50}\n")
     return load_configs([d / "metrics.yaml"])
-
-
-def hostile_tiny_run(root: Path, bench: Path, **kw) -> Path:
-    """:func:`tiny_run` with fact_000002 context answer :data:`HOSTILE` (anchor: XSS)."""
-    run = tiny_run(root, bench, **kw)
-    path = run / "judged.jsonl"
-    rows = [json.loads(x) for x in path.read_text().splitlines()]
-    for r in rows:
-        if r["fact_id"] == "fact_000002" and r["condition_family"] == "context":
-            r["raw_response"] = HOSTILE
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    return run
-
-
-def page_data(html: str) -> dict:
-    m = re.search(r'<script type="application/json" id="fks-data">(.*?)</script>', html, re.S)
-    assert m is not None
-    return json.loads(m.group(1))
 
 
 def prompts_of(data: dict) -> dict[str, str | None]:

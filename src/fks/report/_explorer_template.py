@@ -230,8 +230,9 @@ EXPLORER_JS = r"""
     sel.value = values.includes(keep) ? keep : "";
   }
   function fillGroups() {
-    const present = new Set(P[state.run].facts.group.map((g) => S[g]).filter((g) => g));
-    const order = D.groups.filter((g) => present.has(g)).concat([...present].filter((g) => !D.groups.includes(g)).sort());
+    // every group, present or not, so that a filter survives a change of run
+    const present = new Set(P.flatMap((p) => p.facts.group.map((g) => S[g])).filter((g) => g));
+    const order = D.groups.concat([...present].filter((g) => !D.groups.includes(g)).sort());
     fillSelect($("f-group"), order, "all");
   }
 
