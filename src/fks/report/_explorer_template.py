@@ -50,7 +50,7 @@ EXPLORER_SHELL = """<!DOCTYPE html>
 
 EXPLORER_CSS = """
 * { box-sizing: border-box; }
-body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; margin: 0; color: #222; font-size: 14px; }
+body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; margin: 0; color: #222; font-size: 14px; display: flex; flex-direction: column; height: 100vh; }
 header { padding: .5em 1em .3em; border-bottom: 2px solid #444; }
 h1 { font-size: 1.25em; margin: .2em 0; }
 h2 { font-size: 1.1em; margin: .2em 0 .4em; }
@@ -58,7 +58,7 @@ h3 { font-size: 1em; margin: 1.1em 0 .3em; border-bottom: 1px solid #bbb; }
 h4 { font-size: .92em; margin: .8em 0 .2em; color: #444; }
 .note { color: #555; font-size: .85em; margin: .2em 0; }
 .warn { color: #8a6d3b; background: #fcf8e3; border: 1px solid #faebcc; padding: .2em .6em; margin: .2em 0; font-size: .85em; }
-main { display: grid; grid-template-columns: minmax(0, 50fr) minmax(0, 50fr); gap: 0; height: calc(100vh - 6.5em); min-height: 30em; }
+main { display: grid; grid-template-columns: minmax(0, 50fr) minmax(0, 50fr); gap: 0; flex: 1 1 auto; min-height: 30em; }
 #list { padding: .5em 1em; border-right: 1px solid #ccc; display: flex; flex-direction: column; min-height: 0; }
 #detail { padding: .5em 1em 2em; overflow: auto; }
 #filters { display: flex; flex-wrap: wrap; gap: .3em .9em; font-size: .88em; }
@@ -96,7 +96,7 @@ table.figs td, table.figs th { text-align: right; } table.figs td:first-child, t
 svg text { font-size: 10px; fill: #444; }
 .legend span { display: inline-block; margin-right: 1em; font-size: .85em; }
 .swatch { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: middle; }
-@media (max-width: 900px) { main { display: block; height: auto; } .scroll { max-height: 60vh; } }
+@media (max-width: 900px) { body { display: block; height: auto; } main { display: block; } .scroll { max-height: 60vh; } }
 """
 
 EXPLORER_JS = r"""
@@ -288,7 +288,7 @@ EXPLORER_JS = r"""
     return el("td", {class: "ans"},
       raw === "" ? el("span", {class: "empty"}, "(empty answer)") : el("pre", {class: "answer"}, raw),
       el("div", {class: "score"}, "score ", el("b", {}, S[a.label[k]] || "n/a"),
-        " \u00b7 cluster ", el("b", {title: meaning}, cluster || "n/a"),
+        " \u00b7 cluster ", el("b", {}, cluster || "n/a"), meaning && meaning !== cluster ? " (" + meaning + ")" : null,
         " \u00b7 ", corr ? el("span", {class: corrClass(corr)}, corr) : el("span", {class: "empty"}, "not judged")));
   }
   function queryTable(rows) {
