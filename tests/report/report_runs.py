@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from tiny_benchmark import tiny_benchmark_rows
 
 FAMILIES = ["anchor", "paraphrase", "format", "context", "multilingual"]
 XSS = "<script>alert(1)</script>"
+#: a second hostile answer: closes the script element, an event handler, line separators
+HOSTILE = "</script><img src=x onerror=alert(2)><!-- \u2028\u2029 & \"'"
 LAYERS = (2, 3)
 
 
@@ -183,8 +186,11 @@ def synthetic_run(root: Path, name: str = "run_a", *, model: str = "model-a", se
 
 
 # ============================================================================ tiny benchmark
-def _tiny_judged_row(q: dict[str, Any], model: str) -> dict[str, Any]:
+def _tiny_judged_row(q: dict[str, Any], model: str, unstable: bool = False) -> dict[str, Any]:
     good = q["fact_id"] != "fact_000002" or q["condition_family"] == "paraphrase"
+    if unstable and q["fact_id"] == "fact_000003" and q["condition_family"] in (
+            "format", "context", "multilingual"):
+        good = False
     text = XSS if q["fact_id"] == "fact_000002" and q["condition_family"] == "anchor" else (
         q["gold_canonical"] if good else "Madrid")
     return {
@@ -202,13 +208,43 @@ def _tiny_judged_row(q: dict[str, Any], model: str) -> dict[str, Any]:
 
 
 def tiny_run(root: Path, bench_dir: Path, *, model: str = "tiny-model",
-             name: str = "tiny") -> Path:
-    """A run on the tiny benchmark: hand-written judged.jsonl, real behavioural metrics."""
+             name: str = "tiny", iss_layers: bool = False, unstable: bool = False) -> Path:
+    """A run on the tiny benchmark: hand-written judged.jsonl, real behavioural metrics.
+
+    With ``iss_layers``, also a hand-made ``iss_per_fact_layer.jsonl`` (layers 2 and 3; fact
+    ``k`` gets ISS ``0.2 k`` and ``0.2 k + 0.1``). With ``unstable``, fact_000003 is answered
+    wrongly in format, context and multilingual (2 of 5 families right: ``Unstable``).
+    """
     _, queries = tiny_benchmark_rows()
     run = root / name
-    write_jsonl(run / "judged.jsonl", [_tiny_judged_row(q, model) for q in queries])
+    write_jsonl(run / "judged.jsonl", [_tiny_judged_row(q, model, unstable) for q in queries])
     write_json(run / "evaluation_manifest.json",
                {"model": {"name": model}, "stages": {},
-                "benchmark": {"checksum": load_benchmark(bench_dir).checksum()}})
+                "benchmark": {"checksum": load_benchmark(bench_dir).checksum(),
+                              "path": str(bench_dir)}})
     run_behavior_metrics(run, main_families=FAMILIES, tau_b=0.8, tau_sensitivity=[0.7, 0.9])
+    if iss_layers:
+        write_jsonl(run / "metrics" / "iss_per_fact_layer.jsonl", [
+            {"model": model, "fact_id": f["fact_id"], "relation": f["relation"]["relation_id"],
+             "layer": layer, "iss": 0.2 * k + 0.1 * (layer - LAYERS[0])}
+            for k, f in enumerate(tiny_benchmark_rows()[0]) for layer in LAYERS])
     return run
+
+
+def hostile_tiny_run(root: Path, bench: Path, **kw: Any) -> Path:
+    """:func:`tiny_run` with fact_000002 context answer :data:`HOSTILE` (anchor: XSS)."""
+    run = tiny_run(root, bench, **kw)
+    path = run / "judged.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    for r in rows:
+        if r["fact_id"] == "fact_000002" and r["condition_family"] == "context":
+            r["raw_response"] = HOSTILE
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    return run
+
+
+def page_data(html: str) -> dict[str, Any]:
+    """The JSON document inlined in an explorer page."""
+    m = re.search(r'<script type="application/json" id="fks-data">(.*?)</script>', html, re.S)
+    assert m is not None
+    return json.loads(m.group(1))

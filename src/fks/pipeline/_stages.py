@@ -18,7 +18,7 @@ jlens               fks.hidden.jlens.run_jlens                   jlens/
 metrics_internal    fks.metrics.internal.run_internal_metrics    metrics/iss_*, kts_*, sanity, ...
 calibrate           fks.metrics.calibration.run_calibration      metrics/calibration_*
 bootstrap           fks.report.statistics.run_statistics         metrics/bootstrap_*
-report              fks.report.build.build_report                report.html, metrics/tables/
+report              fks.report.build.build_report                report.html, explorer.html, ...
 ==================  ===========================================  ==================================
 """
 
@@ -225,7 +225,7 @@ STAGES: tuple[Stage, ...] = (
           inputs=("metrics_behavior", "metrics_internal", "calibrate"),
           params=lambda ctx: {**_metrics_params(ctx), "kts_bootstrap": ctx.options.kts_bootstrap}),
     Stage("report", "fks.report.build.build_report", _report,
-          ("report.html", "metrics/tables/*"),
+          ("report.html", "explorer.html", "metrics/tables/*"),
           inputs=("judge", "metrics_behavior", "metrics_internal", "calibrate", "bootstrap"),
           params=lambda ctx: {**_metrics_params(ctx), "kts_bootstrap": ctx.options.kts_bootstrap}),
 )

@@ -45,6 +45,7 @@ is shown escaped.</p>
 {% endfor %}
 
 <nav><ul>
+{% if explorer_href %}<li><a href="{{ explorer_href }}">Fact explorer: every fact, query and answer</a></li>{% endif %}
 {% if runs|length > 1 %}<li><a href="#leaderboard">Leaderboard and paired differences</a></li>{% endif %}
 <li><a href="#overview">Figures across runs</a></li>
 {% for run in runs %}<li><a href="#run-{{ loop.index }}">{{ run.label }}</a></li>{% endfor %}

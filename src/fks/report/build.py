@@ -7,6 +7,7 @@ calibration diagrams when ``calibration_summary.json`` exists, and example answe
 behaviour group from ``judged.jsonl``. With several runs: a leaderboard with intervals and
 paired differences against a reference model (§14.2), when the runs share benchmark and fact
 set. A stage that has not run is shown as "not run"; the report renders with whatever exists.
+Beside the report, the fact explorer (:mod:`fks.report.explorer`), linked from it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from fks.io import atomic_write_text, iter_jsonl
 from fks.metrics.behavior import ALL_GROUPS, ANCHOR_FAMILY, UNSCORABLE
 from fks.report import plots
 from fks.report.comparison import check_comparable, compare_statistics
+from fks.report.explorer import explorer_path, write_explorer
 from fks.report.html import render
 from fks.report.inputs import GROUP_METRICS, RunData, benchmark_checksum, load_run
 from fks.report.statistics import RunStatistics, Settings, compute_statistics, run_statistics
@@ -410,7 +412,7 @@ def _run_context(r: ReportRun, families: Sequence[str]) -> dict[str, Any]:
 @locks_run_dir("run_dirs")
 def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str | Path | None
                  = None, reference: str | None = None, kts_bootstrap: bool = True,
-                 reuse: bool = True) -> Path:
+                 reuse: bool = True, explorer_on: bool = True) -> Path:
     """Build the statistics, tables and the HTML report of one or more runs.
 
     Args:
@@ -420,6 +422,8 @@ def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str
         reference: the reference model of the paired differences (default: the first run).
         kts_bootstrap: bootstrap KTS (the expensive part); otherwise KTS points only.
         reuse: reuse cached bootstrap files whose fingerprint matches.
+        explorer_on: also write the fact explorer beside the report
+            (:func:`fks.report.explorer.explorer_path`) and link it.
 
     Returns:
         The path of the HTML file written.
@@ -443,7 +447,7 @@ def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str
         "forest": None,
         "behavior_plot": (plots.behavior_bars(s) if (s := _behavior_shares(runs)) else None),
         "iss_plot": plots.iss_by_layer(s) if (s := _iss_series(runs)) else None,
-        "runs": [_run_context(r, families) for r in runs],
+        "runs": [_run_context(r, families) for r in runs], "explorer_href": None,
         "alerts": _alerts(runs),
     }
     if len(runs) > 1:
@@ -459,6 +463,10 @@ def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str
                                                 f"{runs[ref].label}", xlabel="Delta")
                        if forest else None)
     out.parent.mkdir(parents=True, exist_ok=True)
+    explorer = None
+    if explorer_on:
+        explorer = write_explorer(runs, explorer_path(out), report=out)
+        context["explorer_href"] = explorer.name
     atomic_write_text(out, render(context))
     log.info("report of %d run(s) -> %s", len(runs), out)
     return out

@@ -22,13 +22,15 @@ def report_cmd(
              "gives KTS points only.")] = True,
     reuse: Annotated[bool, typer.Option(
         help="Reuse RUN/metrics/bootstrap_* when inputs and settings are unchanged.")] = True,
+    explorer: Annotated[bool, typer.Option(
+        help="Also write the fact explorer (explorer.html beside the report).")] = True,
 ) -> None:
-    """Write bootstrap intervals, tables (RUN/metrics/tables) and one self-contained HTML."""
+    """Write bootstrap intervals, tables (RUN/metrics/tables), the HTML report and explorer."""
     from fks.cli import get_configs
     from fks.report.build import build_report
 
     path = build_report(runs, configs=get_configs(), out=out, reference=reference,
-                        kts_bootstrap=kts_bootstrap, reuse=reuse)
+                        kts_bootstrap=kts_bootstrap, reuse=reuse, explorer_on=explorer)
     log.info("wrote %s", path)
 
 
