@@ -142,11 +142,16 @@ def _set(i, key, value):
      "arguments.gen_args_0.arg_1.until"),
     (_set(0, "arguments.gen_args_0.arg_1.max_gen_toks", 256), 1,
      "arguments.gen_args_0.arg_1.max_gen_toks"),
+    (_set(0, "arguments.gen_args_0.arg_1.repetition_penalty", 1.3), 1,
+     "arguments.gen_args_0.arg_1.repetition_penalty"),
+    (_set(0, "arguments.gen_args_0.arg_1.do_sample", True), 1,
+     "arguments.gen_args_0.arg_1.do_sample"),
     (_set(3, "doc.query_id", "query_99999999"), 4, "query_id"),
     (_dup(0), None, "query_id"),
     (_drop(0), None, "query_id"),
     (_set(0, "resps", [["a", "b"]]), 1, "resps"),
-], ids=["prompt-version", "prompt-text", "stop-strings", "max-tokens", "unknown-id",
+], ids=["prompt-version", "prompt-text", "stop-strings", "max-tokens", "extra-kwarg",
+        "sampling", "unknown-id",
         "duplicate-id", "missing-id", "two-answers"])
 def test_import_lmeval_refuses_with_exit_2(tiny_benchmark_dir, tmp_path, capsys, edit, line,
                                            field):

@@ -90,6 +90,7 @@ def test_lmeval_round_trip_equals_fks_generate(slice_and_reference, tiny_model_d
 def test_inspect_round_trip_equals_fks_generate(slice_and_reference, tiny_model_dir, tmp_path):
     _need("inspect_ai", "inspect")
     from inspect_ai.log import read_eval_log, write_eval_log
+    from inspect_ai.model import ChatMessageSystem
 
     from fks.errors import FksInputError
     from fks.interop.inspect_ai import export_inspect, import_inspect
@@ -127,9 +128,17 @@ def test_inspect_round_trip_equals_fks_generate(slice_and_reference, tiny_model_
     def missing(ev):
         ev.samples = ev.samples[1:]
 
+    def hot(ev):  # `inspect eval --temperature 0.7`
+        ev.eval.model_generate_config.temperature = 0.7
+
+    def system(ev):
+        ev.samples[0].messages.insert(0, ChatMessageSystem(content="Be brief."))
+
     for name, change, field in (("template", no_template, "eval.model_args.chat_template"),
                                 ("prompt", other_prompt, "samples.input"),
-                                ("missing", missing, "query_id")):
+                                ("missing", missing, "query_id"),
+                                ("hot", hot, "eval.model_generate_config.temperature"),
+                                ("system", system, "samples.messages")):
         with pytest.raises(FksInputError) as exc:
             import_inspect(edited(name, change), bench, tmp_path / name, configs=CFG)
         assert exc.value.field == field, str(exc.value)

@@ -68,6 +68,10 @@ SAMPLES_NAME = "fks_samples.jsonl"
 #: a Jinja chat template that renders the messages' text verbatim (no roles, no markup)
 IDENTITY_TEMPLATE = "{% for message in messages %}{{ message['content'] }}{% endfor %}"
 
+#: GenerateConfig fields that change what is sent or how it is decoded; must stay unset
+_UNSET = ("system_message", "stop_seqs", "top_p", "top_k", "frequency_penalty",
+          "presence_penalty", "logit_bias", "best_of", "num_choices")
+
 _TASK = '''\
 """fks_stability as an Inspect AI task (written by `fks export inspect`; do not edit).
 
@@ -142,7 +146,7 @@ def _require_inspect() -> Any:
 
 
 def _text(content: Any) -> Any:
-    """A message's text (a string, or the text parts of a content list joined)."""
+    """Return a message's text (a string, or the text parts of a content list joined)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -164,9 +168,19 @@ def _check_eval(spec: Any, plan_config: Any, configs: ConfigSet, path: Path) -> 
         if found != want:
             raise FksInputError(f"expected {want!r} (fks's greedy protocol), found {found!r}",
                                 path=path, field=f"plan.config.{name}")
-    if getattr(plan_config, "stop_seqs", None):
-        raise FksInputError(f"expected no stop strings, found {plan_config.stop_seqs!r}",
-                            path=path, field="plan.config.stop_seqs")
+    # `inspect eval --temperature ...` and friends land in model_generate_config
+    override = getattr(spec, "model_generate_config", None)
+    for where, cfg in (("plan.config", plan_config), ("eval.model_generate_config", override)):
+        for name, want in (("max_tokens", gen.max_new_tokens), ("temperature", 0.0)):
+            found = getattr(cfg, name, None)
+            if found is not None and found != want:
+                raise FksInputError(f"expected {want!r} (fks's greedy protocol), found "
+                                    f"{found!r}", path=path, field=f"{where}.{name}")
+        for name in _UNSET:
+            found = getattr(cfg, name, None)
+            if found not in (None, [], {}):
+                raise FksInputError(f"expected no {name} (fks's greedy protocol, raw prompt), "
+                                    f"found {found!r}", path=path, field=f"{where}.{name}")
     model = str(getattr(spec, "model", ""))
     args = dict(getattr(spec, "model_args", None) or {})
     rendering = "unverified"
@@ -185,7 +199,7 @@ def _check_eval(spec: Any, plan_config: Any, configs: ConfigSet, path: Path) -> 
     else:
         log.warning("%s: provider %s formats prompts in ways the log does not show; imported "
                     "as prompt_rendering unverified", path, model)
-    version = getattr(getattr(spec, "packages", None) or {}, "get", lambda *_: None)("inspect_ai")
+    version = (getattr(spec, "packages", None) or {}).get("inspect_ai")
     return {"tool_version": version, "model": model,
             "model_args": {k: v for k, v in args.items() if k != "chat_template"},
             "model_base_url": getattr(spec, "model_base_url", None),
@@ -236,7 +250,7 @@ def read_inspect_log(path: str | Path, bench: Benchmark, *, configs: ConfigSet
 
 
 def _single_user_text(messages: Any) -> Any:
-    """The text of the only message, when it is one user message (else what was found)."""
+    """Return the only message's text when it is one user message, else what was found."""
     if isinstance(messages, list) and len(messages) == 1 and messages[0].role == "user":
         return _text(messages[0].content)
     return [f"{getattr(m, 'role', '?')}: {_text(getattr(m, 'content', m))!r}"

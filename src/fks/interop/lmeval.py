@@ -149,6 +149,14 @@ def _check_kwargs(kwargs: Any, configs: ConfigSet, *, path: Path, line: int) -> 
         raise FksInputError(f"expected the generation kwargs object, found {kwargs!r}",
                             path=path, line=line, field=field)
     want = {"max_gen_toks": configs.models.generation.max_new_tokens, "do_sample": False}
+    extra = sorted(set(kwargs) - {*want, "until", "temperature"})
+    if extra:  # e.g. `lm_eval --gen_kwargs repetition_penalty=1.3`
+        raise FksInputError(f"expected only fks's greedy settings, found {extra[0]}="
+                            f"{kwargs[extra[0]]!r}", path=path, line=line,
+                            field=f"{field}.{extra[0]}")
+    if kwargs.get("temperature", 0.0) != 0.0:
+        raise FksInputError(f"expected 0.0 (greedy), found {kwargs['temperature']!r}",
+                            path=path, line=line, field=f"{field}.temperature")
     for key, value in want.items():
         if kwargs.get(key) != value:
             raise FksInputError(f"expected {value!r} (fks's greedy protocol), found "
