@@ -26,6 +26,9 @@ How the protocol maps onto Inspect:
 * stop: no stop strings; generation stops at EOS, as in fks;
 * prompt cut: the provider does not cut prompts; fks cuts at 192 tokens (``prompt_truncated``),
   so a prompt longer than 192 tokens can differ;
+* decoding: the provider decodes with ``clean_up_tokenization_spaces=False``; fks uses the
+  tokenizer's setting, which transformers 5 ignores for BPE tokenizers, so only a non-BPE
+  tokenizer configured with clean-up (rare among causal LMs) can make the texts differ;
 * other providers (OpenAI-compatible servers, vLLM, ...) apply their own chat formatting that
   the log does not show; their logs are imported with ``prompt_rendering: unverified`` in the
   manifest and a warning;
