@@ -231,5 +231,7 @@ def import_lmeval(samples: str | Path, bench: Benchmark, out: str | Path, *,
         model_path = parts.get("pretrained")
     elif isinstance(args, dict):
         model_path = args.get("pretrained")
+        if args.get("dtype") is not None:
+            info["dtype"] = str(args["dtype"])  # recorded as generation_config.dtype_used
     return write_imported_run(out, bench, answers, configs=configs, log_path=samples,
                               tool="lm-eval", tool_info=info, model_path=model_path)
