@@ -181,8 +181,11 @@ def test_duplicate_names_both_lines(tiny_benchmark_dir, tmp_path):
 def test_import_refuses_to_overwrite_fks_generations(tiny_benchmark_dir, tmp_path):
     bench = load_benchmark(tiny_benchmark_dir)
     run = tmp_path / "run"
+    from fks.generate.manifest import update_run_manifest
+
     run.mkdir()
     (run / "generations.jsonl").write_text("{}\n", encoding="utf-8")
+    update_run_manifest(run, stage="generate", stage_info={"status": "complete"})
     samples = _fake_samples(bench, tmp_path / "s.jsonl")
     assert _cli("import", "lm-eval", str(samples), "--benchmark", str(tiny_benchmark_dir),
                 "--out", str(run)) == 2

@@ -156,7 +156,7 @@ def write_imported_run(
         for a in answers]
     gen_path = run_dir / GENERATIONS_NAME
     previous = read_run_manifest(run_dir)["stages"].get("generate") or {}
-    if gen_path.is_file() and not previous.get("imported"):
+    if gen_path.is_file() and previous and not previous.get("imported"):
         raise FksInputError("this run directory holds generations from fks generate; import "
                             "into a new --out", path=gen_path, field="out")
     run_dir.mkdir(parents=True, exist_ok=True)
