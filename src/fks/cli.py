@@ -113,6 +113,7 @@ def _register_stages() -> None:
     from fks.evalharness import cli as harness_cli
     from fks.generate import cli as generate_cli
     from fks.hidden import cli as hidden_cli
+    from fks.interop import cli as interop_cli
     from fks.judge import cli as judge_cli
     from fks.metrics import calibration_cli
     from fks.metrics import cli as metrics_cli
@@ -123,7 +124,7 @@ def _register_stages() -> None:
 
     for module in (
         data_cli, generate_cli, score_cli, judge_cli, hidden_cli, metrics_cli, calibration_cli,
-        report_cli, pipeline_cli, scale_cli, harness_cli,
+        report_cli, pipeline_cli, scale_cli, harness_cli, interop_cli,
     ):
         module.register(app)
 

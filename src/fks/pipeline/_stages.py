@@ -80,6 +80,21 @@ def _model_params(ctx: PipelineContext) -> dict[str, Any]:
     return params
 
 
+def _generate_params(ctx: PipelineContext) -> dict[str, Any]:
+    """Return the model's params, or the source log of an ``fks import``-ed generation.
+
+    An imported generation is kept by ``fks run`` whatever ``--model-path``/``--backend`` it is
+    given, as long as the log, the benchmark and the decoding protocol are unchanged.
+    """
+    from fks.generate.manifest import read_run_manifest
+
+    imported = (read_run_manifest(ctx.run_dir)["stages"].get("generate") or {}).get("imported")
+    if isinstance(imported, dict):
+        return {"imported": imported, "benchmark": ctx.benchmark.checksum(),
+                "generation": ctx.configs.models.generation.model_dump(mode="json")}
+    return _model_params(ctx)
+
+
 def _metrics_params(ctx: PipelineContext) -> dict[str, Any]:
     return {"metrics": ctx.configs.metrics.model_dump(mode="json")}
 
@@ -193,7 +208,7 @@ def _report(ctx: PipelineContext, reason: str) -> None:
 # ----------------------------------------------------------------------------- registry
 STAGES: tuple[Stage, ...] = (
     Stage("generate", "fks.generate.runner.generate_run", _generate,
-          ("generations.jsonl",), params=_model_params),
+          ("generations.jsonl",), params=_generate_params),
     Stage("score", "fks.score.score_run", _score, ("scored.jsonl", "known_labels.json"),
           inputs=("generate",), params=lambda ctx: {"benchmark": ctx.benchmark.checksum()}),
     Stage("judge", "fks.judge.judge_run", _judge, ("judged.jsonl",), inputs=("score",),
