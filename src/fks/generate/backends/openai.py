@@ -44,6 +44,9 @@ __all__ = ["OpenAICompletionsBackend", "backoff_delay"]
 
 log = logging.getLogger(__name__)
 
+#: the most seconds the preflight ``GET /v1/models`` waits (less when ``timeout`` is less)
+PREFLIGHT_TIMEOUT_S = 10.0
+
 
 class _Retryable(Exception):
     """A failure worth retrying; ``kind`` is ``timeout`` or ``error``."""
@@ -116,6 +119,8 @@ class OpenAICompletionsBackend:
         extra_body: more request fields, e.g. ``{"repetition_penalty": 1.0}`` for a vLLM server
             that would otherwise apply the checkpoint's generation defaults.
         seed: seeds the jitter of the retry waits.
+        preflight: check at once that the server answers and serves ``model_path``
+            (:meth:`check_server`); off only for tests of the per-request failure handling.
     """
 
     name = "openai"
@@ -138,6 +143,7 @@ class OpenAICompletionsBackend:
         server_truncation: bool = False,
         extra_body: dict[str, Any] | None = None,
         seed: int | None = None,
+        preflight: bool = True,
     ) -> None:
         if not base_url:
             raise FksInputError("the openai backend needs --base-url", field="base_url")
@@ -146,7 +152,9 @@ class OpenAICompletionsBackend:
                 f"need concurrency >= 1, max_retries >= 0, timeout > 0; found {concurrency}, "
                 f"{max_retries}, {timeout}", field="concurrency")
         root = base_url.rstrip("/")
-        self.url = root + ("/completions" if root.endswith("/v1") else "/v1/completions")
+        api = root if root.endswith("/v1") else root + "/v1"
+        self.url = api + "/completions"
+        self.models_url = api + "/models"
         self.model = model_path
         self.generation = generation
         self.concurrency = concurrency
@@ -162,6 +170,54 @@ class OpenAICompletionsBackend:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(timeout=httpx.Timeout(timeout), headers=headers,
                                     limits=httpx.Limits(max_connections=concurrency))
+        self.served_models: list[str] | None = None
+        if preflight:
+            self.check_server()
+
+    def check_server(self) -> list[str]:
+        """Fail fast unless the server answers ``GET /v1/models`` and lists :attr:`model`.
+
+        One request, no retries, at most :data:`PREFLIGHT_TIMEOUT_S` seconds.
+
+        Returns:
+            the served model ids.
+
+        Raises:
+            FksInputError: (exit code 2) naming the URL and the reason: connection refused or
+                timed out, an HTTP error (401/403: check the API key; 404: the server has no
+                ``/v1/models``), a body without ``data[].id``, or a model list without
+                :attr:`model` (the message lists what it serves).
+        """
+        url = self.models_url
+
+        def fail(reason: str) -> FksInputError:
+            return FksInputError(f"the OpenAI-compatible server at {url} {reason}",
+                                 field="base_url")
+
+        try:
+            resp = self._client.get(url, timeout=min(self.timeout, PREFLIGHT_TIMEOUT_S))
+        except httpx.TimeoutException as exc:
+            raise fail(f"did not answer within {min(self.timeout, PREFLIGHT_TIMEOUT_S):g} s "
+                       f"({type(exc).__name__}); is it running?") from None
+        except httpx.TransportError as exc:
+            raise fail(f"cannot be reached ({type(exc).__name__}: {exc}); is it running?"
+                       ) from None
+        if resp.status_code in (401, 403):
+            raise fail(f"refused the request (HTTP {resp.status_code}); check the API key "
+                       "(--api-key-env)")
+        if resp.status_code != 200:
+            raise fail(f"answered HTTP {resp.status_code}: {resp.text[:160]!r}")
+        try:
+            served = [str(m["id"]) for m in json.loads(resp.content)["data"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise fail(f"sent a model list without data[].id ({type(exc).__name__}: "
+                       f"{str(exc)[:80]})") from None
+        if self.model not in served:
+            shown = ", ".join(repr(m) for m in served[:5]) + (" ..." if len(served) > 5 else "")
+            raise fail(f"does not serve model {self.model!r}; it serves {shown or 'nothing'} "
+                       "(pass one of them as --model-path)")
+        self.served_models = served
+        return served
 
     def _payload(self, prompt: str, max_new_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "prompt": prompt,
