@@ -91,6 +91,9 @@ def test_answers_logprobs_and_request_body(server):
     for body in bodies:
         assert body["model"] == "fake-model" and body["temperature"] == 0
         assert body["max_tokens"] == 24 and body["logprobs"] == 1
+        # greedy stays greedy on llama.cpp (repeat_penalty) and vLLM (repetition_penalty)
+        assert body["repeat_penalty"] == body["repetition_penalty"] == 1.0
+        assert body["frequency_penalty"] == body["presence_penalty"] == 0.0
     assert "Bearer sk-test-123" in stats["auth"]
     assert "sk-test-123" not in json.dumps(b.describe())
     (no_lp,) = _backend(server, logprobs=False, extra_body={"repetition_penalty": 1.0}).generate(
@@ -98,6 +101,9 @@ def test_answers_logprobs_and_request_body(server):
     assert no_lp.status == "ok" and no_lp.answer_logprobs is None
     (body,) = [r for r in _stats(server)["requests"] if r["prompt"] == "okA three\nAnswer:"]
     assert body["repetition_penalty"] == 1.0 and "logprobs" not in body
+    (plain,) = _backend(server, neutral_penalties=False).generate(["okA four"], max_new_tokens=5)
+    (body,) = [r for r in _stats(server)["requests"] if r["prompt"] == "okA four"]
+    assert plain.status == "ok" and "repeat_penalty" not in body
 
 
 def test_faults_are_retried_then_recorded_never_dropped(server):

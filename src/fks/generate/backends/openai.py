@@ -5,6 +5,13 @@ Each prompt is one ``POST {base_url}/v1/completions`` with ``model``, ``prompt``
 of a batch are sent concurrently (a thread pool of ``concurrency`` workers sharing one
 ``httpx.Client``).
 
+Fail fast. Building the backend sends one ``GET {base_url}/v1/models`` (at most
+:data:`PREFLIGHT_TIMEOUT_S`, no retry): when the server cannot be reached, times out, answers an
+HTTP error, or does not list ``model_path`` among its model ids, :class:`FksInputError` (exit
+code 2) names the URL and the reason (and the ids it does serve) before any query is sent and
+before a run directory is touched. During a run, :func:`fks.generate.runner.generate_run` stops
+early (exit code 2) when more than half of the last 32 requests failed.
+
 Failures are bounded and never drop a prompt:
 
 * retried: HTTP 5xx and 429, timeouts, connection errors, and a malformed body (not JSON, or no
@@ -43,6 +50,13 @@ from fks.generate.backends.base import GenerationOutput
 __all__ = ["OpenAICompletionsBackend", "backoff_delay"]
 
 log = logging.getLogger(__name__)
+
+#: sent with every request so that greedy stays greedy: llama-cpp-python's server applies
+#: ``repeat_penalty`` 1.1 over the last 64 tokens (prompt included) even at temperature 0, and
+#: vLLM applies a checkpoint's ``repetition_penalty`` unless the request says otherwise; each
+#: server ignores the names it does not know
+NEUTRAL_PENALTIES: dict[str, float] = {"frequency_penalty": 0.0, "presence_penalty": 0.0,
+                                       "repeat_penalty": 1.0, "repetition_penalty": 1.0}
 
 #: the most seconds the preflight ``GET /v1/models`` waits (less when ``timeout`` is less)
 PREFLIGHT_TIMEOUT_S = 10.0
@@ -119,6 +133,8 @@ class OpenAICompletionsBackend:
         extra_body: more request fields, e.g. ``{"repetition_penalty": 1.0}`` for a vLLM server
             that would otherwise apply the checkpoint's generation defaults.
         seed: seeds the jitter of the retry waits.
+        neutral_penalties: send :data:`NEUTRAL_PENALTIES` (off for a server that rejects
+            fields it does not know).
         preflight: check at once that the server answers and serves ``model_path``
             (:meth:`check_server`); off only for tests of the per-request failure handling.
     """
@@ -144,6 +160,7 @@ class OpenAICompletionsBackend:
         extra_body: dict[str, Any] | None = None,
         seed: int | None = None,
         preflight: bool = True,
+        neutral_penalties: bool = True,
     ) -> None:
         if not base_url:
             raise FksInputError("the openai backend needs --base-url", field="base_url")
@@ -164,6 +181,7 @@ class OpenAICompletionsBackend:
         self.logprobs = logprobs
         self.server_truncation = server_truncation
         self.extra_body = dict(extra_body or {})
+        self.neutral_penalties = neutral_penalties
         self.seed = generation.seed if seed is None else seed
         if api_key is None:
             api_key = os.environ.get("OPENAI_API_KEY")
@@ -222,6 +240,8 @@ class OpenAICompletionsBackend:
     def _payload(self, prompt: str, max_new_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "prompt": prompt,
                                 "max_tokens": max_new_tokens, "temperature": 0}
+        if self.neutral_penalties:
+            body |= NEUTRAL_PENALTIES
         if self.logprobs:
             body["logprobs"] = 1
         if self.server_truncation:
@@ -287,6 +307,7 @@ class OpenAICompletionsBackend:
             "backoff_s": list(self.backoff),
             "logprobs": self.logprobs,
             "extra_body": self.extra_body,
+            "neutral_penalties": NEUTRAL_PENALTIES if self.neutral_penalties else None,
             "prompt_truncation": (
                 "server: truncate_prompt_tokens" if self.server_truncation else "none"),
         }
