@@ -306,3 +306,22 @@ def test_early_stop_looks_at_recent_requests_not_the_whole_run(server, tiny_benc
     # batches 4 (rows 12-15) and 5 (16-19) fail: 8 of the last 8, though only 8 of 20 overall
     assert len(recs) == 20 and [r.status for r in recs].count("error") == 8
     assert [r.query_id for r in recs] == [r["query_id"] for r in rows[:20]]
+
+
+def test_a_stopped_run_resumes_once_the_server_is_back(server, tiny_benchmark_dir, tmp_path):
+    from fks.generate.runner import FAILURE_MIN_REQUESTS, generate_run
+
+    out = tmp_path / "run"
+    down = _backend(f"http://127.0.0.1:{_closed_port()}", max_retries=0, preflight=False)
+    with pytest.raises(FksInputError, match="stopped early"):
+        generate_run(tiny_benchmark_dir, out, model="fake", model_path="fake-model",
+                     configs=CFG, backend=down, batch_size=4)
+    gen = read_json(out / "evaluation_manifest.json")["stages"]["generate"]
+    assert gen["status"] == "incomplete" and "connection error" in gen["stopped_early"]
+    assert gen["counts_by_status"]["error"] == FAILURE_MIN_REQUESTS
+    summary = generate_run(tiny_benchmark_dir, out, model="fake", model_path="fake-model",
+                           configs=CFG, backend=_backend(server), batch_size=4,
+                           retry_errors=True)
+    assert summary.complete and summary.counts == {"ok": 28}
+    gen = read_json(out / "evaluation_manifest.json")["stages"]["generate"]
+    assert gen["status"] == "complete" and gen["stopped_early"] is None

@@ -579,7 +579,7 @@ def _finish_manifest(target: Path, summary: GenerateSummary, stopped: str | None
     gen_path = target / GENERATIONS_NAME
     update_run_manifest(target, stage="generate", stage_info={
         "status": "complete" if summary.complete else "incomplete",
-        **({"stopped_early": stopped} if stopped else {}),
+        "stopped_early": stopped,  # None clears the reason a resumed run left
         "finished_at": _now(),
         "file": GENERATIONS_NAME,
         "sha256": sha256_file(gen_path) if gen_path.is_file() else None,
