@@ -1,7 +1,8 @@
 """A fake OpenAI-compatible completions server with fault injection (test helper, stdlib only).
 
-Usage: ``python fake_openai_server.py --port 0 [--sleep 2.0] [--lifetime 120]``; prints
-``PORT <n>`` on its first stdout line, then serves ``POST /v1/completions`` on 127.0.0.1 until
+Usage: ``python fake_openai_server.py --port 0 [--sleep 2.0] [--lifetime 120]
+[--models fake-model,other]``; prints ``PORT <n>`` on its first stdout line, then serves
+``POST /v1/completions`` and ``GET /v1/models`` (the ``--models`` ids) on 127.0.0.1 until
 terminated or ``--lifetime`` seconds have passed (so a stray server always exits).
 
 The reply depends on a marker in the prompt:
@@ -33,6 +34,7 @@ REQUESTS: list[dict] = []
 AUTH: list[str | None] = []
 LOCK = threading.Lock()
 SLEEP = 2.0
+MODELS: list[str] = ["fake-model"]
 
 
 def answer(body: dict) -> dict:
@@ -62,6 +64,10 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
     def do_GET(self) -> None:
+        if self.path == "/v1/models":
+            data = [{"id": m, "object": "model", "owned_by": "fake"} for m in MODELS]
+            self._send(200, json.dumps({"object": "list", "data": data}).encode())
+            return
         if self.path != "/stats":
             self._send(404, b'{"error": "not found"}')
             return
@@ -99,13 +105,15 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main() -> None:
-    global SLEEP
+    global SLEEP, MODELS
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--sleep", type=float, default=2.0)
     ap.add_argument("--lifetime", type=float, default=120.0)
+    ap.add_argument("--models", default="fake-model", help="comma-separated served model ids")
     args = ap.parse_args()
     SLEEP = args.sleep
+    MODELS = [m for m in args.models.split(",") if m]
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     print(f"PORT {server.server_address[1]}", flush=True)

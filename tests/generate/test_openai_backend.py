@@ -46,6 +46,25 @@ def server():
         assert proc.returncode is not None
 
 
+def _closed_port() -> int:
+    """A port nobody listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _mark(bench_dir: Path, markers: dict[int, str]) -> list[dict]:
+    """Append ``markers[i]`` to query ``i`` of the benchmark (fault injection); returns rows."""
+    from fks.data.load import find_benchmark_files
+
+    qfile = find_benchmark_files(bench_dir).queries
+    rows = [json.loads(line) for line in qfile.read_text().splitlines()]
+    for i, m in markers.items():
+        rows[i]["query"] += m
+    qfile.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    return rows
+
+
 def _stats(base_url: str) -> dict:
     return httpx.get(f"{base_url}/stats", timeout=5).json()
 
@@ -72,6 +91,9 @@ def test_answers_logprobs_and_request_body(server):
     for body in bodies:
         assert body["model"] == "fake-model" and body["temperature"] == 0
         assert body["max_tokens"] == 24 and body["logprobs"] == 1
+        # greedy stays greedy on llama.cpp (repeat_penalty) and vLLM (repetition_penalty)
+        assert body["repeat_penalty"] == body["repetition_penalty"] == 1.0
+        assert body["frequency_penalty"] == body["presence_penalty"] == 0.0
     assert "Bearer sk-test-123" in stats["auth"]
     assert "sk-test-123" not in json.dumps(b.describe())
     (no_lp,) = _backend(server, logprobs=False, extra_body={"repetition_penalty": 1.0}).generate(
@@ -79,6 +101,9 @@ def test_answers_logprobs_and_request_body(server):
     assert no_lp.status == "ok" and no_lp.answer_logprobs is None
     (body,) = [r for r in _stats(server)["requests"] if r["prompt"] == "okA three\nAnswer:"]
     assert body["repetition_penalty"] == 1.0 and "logprobs" not in body
+    (plain,) = _backend(server, neutral_penalties=False).generate(["okA four"], max_new_tokens=5)
+    (body,) = [r for r in _stats(server)["requests"] if r["prompt"] == "okA four"]
+    assert plain.status == "ok" and "repeat_penalty" not in body
 
 
 def test_faults_are_retried_then_recorded_never_dropped(server):
@@ -108,7 +133,8 @@ def test_connection_refused_is_an_error_record():
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    (out,) = _backend(f"http://127.0.0.1:{port}", max_retries=1).generate(["x"], max_new_tokens=4)
+    (out,) = _backend(f"http://127.0.0.1:{port}", max_retries=1, preflight=False).generate(
+        ["x"], max_new_tokens=4)
     assert out.status == "error" and "connection error" in out.error
 
 
@@ -194,3 +220,108 @@ def test_retry_errors_regenerates_only_failed_rows_in_order(server, tiny_benchma
     for r, old in zip(recs, first, strict=True):
         if old.status == "ok":
             assert r == old
+
+
+# ------------------------------------------------------------------------------ fail fast
+def test_preflight_lists_the_served_models(server):
+    b = _backend(server)
+    assert b.served_models == ["fake-model"]
+    assert b.models_url == f"{server}/v1/models"
+    assert _backend(server + "/v1").models_url == f"{server}/v1/models"
+
+
+def test_preflight_refuses_a_closed_port_naming_the_url():
+    url = f"http://127.0.0.1:{_closed_port()}"
+    with pytest.raises(FksInputError, match="cannot be reached") as exc:
+        _backend(url)
+    assert f"{url}/v1/models" in str(exc.value) and exc.value.field == "base_url"
+
+
+def test_preflight_refuses_a_model_the_server_does_not_serve(server):
+    with pytest.raises(FksInputError, match="does not serve model 'other-model'") as exc:
+        make_backend("openai", "other-model", configs=CFG, base_url=server)
+    assert "'fake-model'" in str(exc.value)  # it names what the server does serve
+
+
+def test_preflight_refuses_a_server_without_a_model_list(server):
+    with pytest.raises(FksInputError, match="HTTP 404"):
+        _backend(server + "/not-an-api")
+
+
+def test_cli_exits_2_at_once_when_the_server_is_down(tiny_benchmark_dir, tmp_path, capsys):
+    url = f"http://127.0.0.1:{_closed_port()}"
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exc:
+        main(["generate", "--backend", "openai", "--base-url", url, "--model", "fake",
+              "--model-path", "fake-model", "--benchmark", str(tiny_benchmark_dir), "--out",
+              str(out), "--limit", "20"])
+    assert exc.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{url}/v1/models" in err and "cannot be reached" in err
+    assert not (out / "generations.jsonl").exists()  # no file of error records
+
+
+def test_cli_stops_early_when_most_requests_fail(server, tiny_benchmark_dir, tmp_path, capsys):
+    from fks.generate.runner import FAILURE_MIN_REQUESTS
+
+    rows = _mark(tiny_benchmark_dir, {i: " e1 FAIL500" for i in range(28)})
+    assert len(rows) > FAILURE_MIN_REQUESTS + 4
+    out = tmp_path / "run"
+    args = ["generate", "--backend", "openai", "--base-url", server, "--model", "fake",
+            "--model-path", "fake-model", "--benchmark", str(tiny_benchmark_dir), "--out",
+            str(out), "--timeout", "0.5", "--max-retries", "0", "--batch-size", "4"]
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    assert exc.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "stopped early" in err and server in err and "HTTP 500" in err
+    recs = read_jsonl(out / "generations.jsonl", GenerationRecord)
+    assert len(recs) == FAILURE_MIN_REQUESTS  # four batches of 4, then the guard fired
+    assert [r.query_id for r in recs] == [r["query_id"] for r in rows[:FAILURE_MIN_REQUESTS]]
+    attempts = _stats(server)["attempts"]
+    assert sum(n for p, n in attempts.items() if "e1 FAIL500" in p) == FAILURE_MIN_REQUESTS
+    gen = read_json(out / "evaluation_manifest.json")["stages"]["generate"]
+    assert gen["status"] == "incomplete" and "16 of the last 16" in gen["stopped_early"]
+    assert gen["counts_by_status"]["error"] == FAILURE_MIN_REQUESTS
+
+
+def test_early_stop_looks_at_recent_requests_not_the_whole_run(server, tiny_benchmark_dir,
+                                                               tmp_path, monkeypatch):
+    """A server that starts failing after good answers is noticed within a window."""
+    from fks.generate import runner
+
+    monkeypatch.setattr(runner, "FAILURE_WINDOW", 8)
+    monkeypatch.setattr(runner, "FAILURE_MIN_REQUESTS", 8)
+    rows = _mark(tiny_benchmark_dir, {i: " w1 FAIL500" for i in range(12, 28)})
+    out = tmp_path / "run"
+
+    def run():
+        return runner.generate_run(tiny_benchmark_dir, out, model="fake", model_path="fake-model",
+                                   configs=CFG, backend=_backend(server, max_retries=0),
+                                   batch_size=4)
+
+    with pytest.raises(FksInputError, match="8 of the last 8 requests failed"):
+        run()
+    recs = read_jsonl(out / "generations.jsonl", GenerationRecord)
+    # batches 4 (rows 12-15) and 5 (16-19) fail: 8 of the last 8, though only 8 of 20 overall
+    assert len(recs) == 20 and [r.status for r in recs].count("error") == 8
+    assert [r.query_id for r in recs] == [r["query_id"] for r in rows[:20]]
+
+
+def test_a_stopped_run_resumes_once_the_server_is_back(server, tiny_benchmark_dir, tmp_path):
+    from fks.generate.runner import FAILURE_MIN_REQUESTS, generate_run
+
+    out = tmp_path / "run"
+    down = _backend(f"http://127.0.0.1:{_closed_port()}", max_retries=0, preflight=False)
+    with pytest.raises(FksInputError, match="stopped early"):
+        generate_run(tiny_benchmark_dir, out, model="fake", model_path="fake-model",
+                     configs=CFG, backend=down, batch_size=4)
+    gen = read_json(out / "evaluation_manifest.json")["stages"]["generate"]
+    assert gen["status"] == "incomplete" and "connection error" in gen["stopped_early"]
+    assert gen["counts_by_status"]["error"] == FAILURE_MIN_REQUESTS
+    summary = generate_run(tiny_benchmark_dir, out, model="fake", model_path="fake-model",
+                           configs=CFG, backend=_backend(server), batch_size=4,
+                           retry_errors=True)
+    assert summary.complete and summary.counts == {"ok": 28}
+    gen = read_json(out / "evaluation_manifest.json")["stages"]["generate"]
+    assert gen["status"] == "complete" and gen["stopped_early"] is None

@@ -20,6 +20,13 @@ differ in the last float32 digits (padding changes the order of floating-point s
 whose batching cannot change the numerics (a server) sets ``regenerate_whole_batches = False``
 and only the missing prompts are sent.
 
+Early stop: when more than half of the last :data:`FAILURE_WINDOW` (32) requests of this run
+failed (``error``/``timeout``), checked after every batch once :data:`FAILURE_MIN_REQUESTS` (16)
+were sent, the run stops: the batches done stay recorded, the manifest says ``incomplete`` with
+``stopped_early`` (the reason), and :class:`FksInputError` (exit code 2) names the server and the
+last error. A window rather than a share of the whole run, so a server that dies after hours of
+good answers is noticed within a few batches. Rerun with ``--retry-errors`` once it is fixed.
+
 ``retry_errors`` (``--retry-errors``) drops the recorded ``error``/``timeout`` rows first, so a
 rerun generates them again; the file is then put back in benchmark order.
 
@@ -42,7 +49,7 @@ import logging
 import random
 import re
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -103,6 +110,10 @@ IDENTITY_FIELDS = (
     "backend.tokenizer_sha256",
 )
 _SHARD_RE = re.compile(r"^shard_(\d+)_of_(\d+)$")
+#: early stop: the run stops when more than half of its last ``FAILURE_WINDOW`` requests failed
+#: (``error``/``timeout``), checked after every batch once it has sent ``FAILURE_MIN_REQUESTS``
+FAILURE_WINDOW = 32
+FAILURE_MIN_REQUESTS = 16
 
 
 @dataclass
@@ -427,6 +438,7 @@ def _generate_batches(
     from rich.progress import TextColumn
 
     counts: Counter = Counter()
+    recent: deque[GenerationRecord] = deque(maxlen=FAILURE_WINDOW)
     n_tokens, t0 = 0, time.perf_counter()
     total = sum(sum(w) for _, w in batches)
     with progress_bar(TextColumn("{task.fields[tok_s]} tok/s")) as progress:
@@ -445,7 +457,21 @@ def _generate_batches(
             progress.update(task, advance=len(records), tok_s=f"{rate:,.0f}")
             if on_batch is not None:
                 on_batch(index, records)
+            recent.extend(records)
+            failed = [r for r in recent if r.status != "ok"]
+            if len(recent) >= FAILURE_MIN_REQUESTS and 2 * len(failed) > len(recent):
+                raise _TooManyFailures(counts, f"{len(failed)} of the last {len(recent)} "
+                                       f"requests failed (last: {failed[-1].error})")
     return counts
+
+
+class _TooManyFailures(Exception):
+    """Most recent requests failed: :func:`generate_run` stops instead of going on."""
+
+    def __init__(self, counts: Counter, reason: str) -> None:
+        super().__init__(reason)
+        self.counts = counts
+        self.reason = reason
 
 
 @locks_run_dir("out_dir", create=True)
@@ -526,21 +552,36 @@ def generate_run(
         n_todo = len(selected) - len(done)
         log.info("%s: %d selected, %d already recorded, %d to generate",
                  target, len(selected), len(done), n_todo)
-        new_counts = _generate_batches(
-            list(_pending_batches(selected, done, batch_size, whole=whole)), backend=backend,
-            out=out, make=make, max_new_tokens=gen.max_new_tokens, on_batch=on_batch)
+        stopped = None
+        try:
+            new_counts = _generate_batches(
+                list(_pending_batches(selected, done, batch_size, whole=whole)),
+                backend=backend, out=out, make=make, max_new_tokens=gen.max_new_tokens,
+                on_batch=on_batch)
+        except _TooManyFailures as exc:
+            new_counts, stopped = exc.counts, exc.reason
     if retry_errors:
         _restore_order(gen_path, selected)
     counts.update(new_counts)
-    summary = GenerateSummary(target, len(selected), len(done), n_todo, dict(counts))
-    _finish_manifest(target, summary)
+    summary = GenerateSummary(target, len(selected), len(done), sum(new_counts.values()),
+                              dict(counts))
+    _finish_manifest(target, summary, stopped=stopped)
+    if stopped is not None:
+        url = backend.describe().get("url")
+        raise FksInputError(
+            f"stopped early{f' (server {url})' if url else ''}: {stopped}; "
+            f"{summary.n_existing + summary.n_written} of {summary.n_selected} queries are "
+            f"recorded in {gen_path}; fix the cause and rerun with --retry-errors",
+            field="backend")
     return summary
 
 
-def _finish_manifest(target: Path, summary: GenerateSummary) -> None:
+def _finish_manifest(target: Path, summary: GenerateSummary, stopped: str | None = None
+                     ) -> None:
     gen_path = target / GENERATIONS_NAME
     update_run_manifest(target, stage="generate", stage_info={
         "status": "complete" if summary.complete else "incomplete",
+        "stopped_early": stopped,  # None clears the reason a resumed run left
         "finished_at": _now(),
         "file": GENERATIONS_NAME,
         "sha256": sha256_file(gen_path) if gen_path.is_file() else None,
