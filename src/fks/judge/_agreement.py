@@ -11,7 +11,23 @@ present in both (per ``B`` row; ``A``'s fact ids and analysis groups are used):
   group, the share of pairs on which both sides agree about "same cluster or not" (cluster ids
   need not be equal strings, only the partitions are compared);
 * **correctness accuracy**, **Cohen's kappa** and **Krippendorff's alpha** (nominal) on
-  ``correctness``.
+  ``correctness``;
+* **kind agreement** -- where both rows carry a kind (``B``'s ``kind``; ``A``'s judge
+  ``status``): ANSWER / ABSTAIN / MULTIPLE / UNPARSEABLE equal, with the confusion counts.
+  Extraction is then compared only where both say ANSWER (``A``'s extraction is the judge's
+  own ``judge_answer`` where the judged file has it, else the scorer's ``extracted_answer``);
+  normalised text equal after trimming punctuation (:func:`fks.judge.semantic_key`);
+* **per-fact BCS gap** -- for each fact (and analysis group) with at least two compared
+  answers, BCS (spec §16.1, :func:`fks.metrics.behavior.compute_bcs_bes`, over the families
+  present) from ``A``'s clusters and from ``B``'s; the mean absolute difference and both means.
+
+``split`` (``--split dev|test``) keeps only the ``B`` rows whose ``split`` field has that
+value. :func:`judge_agreement` also measures the five-label scorer's labels found in the
+judged file (``label``: ``correct``/``incorrect`` are ANSWER with correctness
+CORRECT/INCORRECT, ``ambiguous`` is MULTIPLE/AMBIGUOUS, ``abstain`` ABSTAIN/ABSTAIN,
+``unparseable`` UNPARSEABLE/REVIEW_REQUIRED; its extraction is ``extracted_answer``; its
+clusters are none, so only kind, extraction and correctness) against the same ``B`` rows:
+``scorer`` in the output.
 """
 
 from __future__ import annotations
@@ -20,16 +36,16 @@ import math
 from collections import defaultdict
 from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from fks.data.schema import Correctness, JudgedRecord
 from fks.errors import FksInputError
 from fks.io import iter_jsonl
+from fks.judge._lexicon import semantic_key
 from fks.judge._run import analysis_group
 from fks.metrics.stats import cohen_kappa, krippendorff_alpha_nominal
-from fks.text import normalize
 
 __all__ = ["judge_agreement", "LabelRow", "compare_labels"]
 
@@ -43,6 +59,9 @@ class LabelRow(BaseModel):
     extracted_answer: str | None = None
     cluster_id: str | None = None
     correctness: Correctness | None = None
+    kind: Literal["ANSWER", "ABSTAIN", "MULTIPLE", "UNPARSEABLE"] | None = None
+    condition_family: str | None = None
+    split: str | None = None
 
 
 def _read_labels(path: Path) -> dict[str, LabelRow]:
@@ -60,7 +79,57 @@ def _read_labels(path: Path) -> dict[str, LabelRow]:
 
 
 def _norm(text: str | None) -> str | None:
-    return None if text is None else normalize(text)
+    return None if text is None else semantic_key(text)
+
+
+KINDS = ("ANSWER", "ABSTAIN", "MULTIPLE", "UNPARSEABLE")
+#: the five-label scorer's label -> (kind, correctness)
+SCORER_LABELS: dict[str, tuple[str, str]] = {
+    "correct": ("ANSWER", "CORRECT"),
+    "incorrect": ("ANSWER", "INCORRECT"),
+    "ambiguous": ("MULTIPLE", "AMBIGUOUS"),
+    "abstain": ("ABSTAIN", "ABSTAIN"),
+    "unparseable": ("UNPARSEABLE", "REVIEW_REQUIRED"),
+}
+
+
+def _bcs_gap(a: dict[str, str], b: dict[str, str], groups: dict[str, str],
+             families: dict[str, str]) -> dict[str, Any]:
+    """Per-fact BCS from both labelings (families present), mean |gap| and both means."""
+    from fks.metrics.behavior import compute_bcs_bes
+
+    by_group: dict[str, list[str]] = defaultdict(list)
+    for qid in a.keys() & b.keys():
+        by_group[groups[qid]].append(qid)
+    gaps: list[float] = []
+    bcs_a: list[float] = []
+    bcs_b: list[float] = []
+    for qids in by_group.values():
+        if len(qids) < 2:
+            continue
+        fams = sorted({families[q] for q in qids})
+        ra = compute_bcs_bes([{"condition_family": families[q], "cluster_id": a[q]}
+                              for q in qids], fams)["bcs"]
+        rb = compute_bcs_bes([{"condition_family": families[q], "cluster_id": b[q]}
+                              for q in qids], fams)["bcs"]
+        bcs_a.append(ra)
+        bcs_b.append(rb)
+        gaps.append(abs(ra - rb))
+    n = len(gaps)
+    return {"n_facts": n, "mean_abs_gap": sum(gaps) / n if n else None,
+            "mean_bcs_a": sum(bcs_a) / n if n else None,
+            "mean_bcs_b": sum(bcs_b) / n if n else None}
+
+
+def _kinds(a: dict[str, LabelRow], b: dict[str, LabelRow], common: list[str]
+           ) -> dict[str, Any]:
+    both = [q for q in common if a[q].kind is not None and b[q].kind is not None]
+    confusion = {ka: {kb: 0 for kb in KINDS} for ka in KINDS}
+    for q in both:
+        confusion[a[q].kind][b[q].kind] += 1  # type: ignore[index]
+    agree = sum(a[q].kind == b[q].kind for q in both)
+    return {"n": len(both), "accuracy": _ratio(agree, len(both)),
+            "confusion_a_by_b": confusion}
 
 
 def _pair_agreement(a: dict[str, str], b: dict[str, str], groups: dict[str, str]
@@ -92,8 +161,14 @@ def compare_labels(a: dict[str, LabelRow], b: dict[str, LabelRow], groups: dict[
     """
     common = sorted(a.keys() & b.keys())
     has = "model_fields_set"
+
+    def answers(q: str) -> bool:  # with kinds on both sides: only where both say ANSWER
+        if a[q].kind is not None and b[q].kind is not None:
+            return a[q].kind == b[q].kind == "ANSWER"
+        return True
+
     ext = [q for q in common if "extracted_answer" in getattr(a[q], has)
-           and "extracted_answer" in getattr(b[q], has)]
+           and "extracted_answer" in getattr(b[q], has) and answers(q)]
     ext_ok = sum(_norm(a[q].extracted_answer) == _norm(b[q].extracted_answer) for q in ext)
     clus_a = {q: a[q].cluster_id for q in common if a[q].cluster_id is not None}
     clus_b = {q: b[q].cluster_id for q in common if b[q].cluster_id is not None}
@@ -101,8 +176,11 @@ def compare_labels(a: dict[str, LabelRow], b: dict[str, LabelRow], groups: dict[
     cor = [q for q in common if a[q].correctness is not None and b[q].correctness is not None]
     la = [a[q].correctness for q in cor]
     lb = [b[q].correctness for q in cor]
+    families = {q: (b[q].condition_family or a[q].condition_family or "") for q in common}
     return {
         "n_overlap": len(common),
+        "kind": _kinds(a, b, common),
+        "bcs_gap": _bcs_gap(clus_a, clus_b, groups, families),  # type: ignore[arg-type]
         "extraction": {"n": len(ext), "accuracy": _ratio(ext_ok, len(ext))},
         "cluster_equivalence": {"n_answers": len(clus_a.keys() & clus_b.keys()),
                                 "n_pairs": pairs, "accuracy": _ratio(pairs_ok, pairs)},
@@ -120,26 +198,49 @@ def _finite(x: float) -> float | None:
     return None if math.isnan(x) else x
 
 
-def judge_agreement(judged: str | Path, other: str | Path) -> dict[str, Any]:
+def judge_agreement(judged: str | Path, other: str | Path, *, split: str | None = None
+                    ) -> dict[str, Any]:
     """Compare a judged file with another judged file or a human-labelled sample.
+
+    Args:
+        judged: ``RUN/judged.jsonl``.
+        other: another judged file, or a labelled sample (see the module docstring).
+        split: keep only ``other``'s rows whose ``split`` is this (``dev``/``test``).
 
     Raises:
         FksInputError: a bad row in either file (file, line, field), or no overlap at all.
     """
     judged, other = Path(judged), Path(other)
     a: dict[str, LabelRow] = {}
+    scorer: dict[str, LabelRow] = {}
     groups: dict[str, str] = {}
     for _, rec in iter_jsonl(judged, JudgedRecord):
         assert isinstance(rec, JudgedRecord)
+        extra = rec.model_extra or {}
+        own = extra.get("judge_answer", rec.extracted_answer) if "judge_answer" in extra \
+            else rec.extracted_answer
         a[rec.query_id] = LabelRow.model_validate(
-            {"query_id": rec.query_id, "extracted_answer": rec.extracted_answer,
-             "cluster_id": rec.cluster_id, "correctness": rec.correctness})
+            {"query_id": rec.query_id, "extracted_answer": own, "cluster_id": rec.cluster_id,
+             "correctness": rec.correctness, "kind": rec.status,
+             "condition_family": rec.condition_family})
+        if rec.label in SCORER_LABELS:
+            kind, cor = SCORER_LABELS[rec.label]
+            scorer[rec.query_id] = LabelRow.model_validate(
+                {"query_id": rec.query_id, "extracted_answer": rec.extracted_answer,
+                 "correctness": cor, "kind": kind, "condition_family": rec.condition_family})
         groups[rec.query_id] = rec.fact_id + "|" + analysis_group(
             rec.use_for_main_forward, rec.use_for_reverse_analysis,
             rec.use_for_recognition_analysis, rec.condition_family)
     b = _read_labels(other)
+    if split is not None:
+        b = {q: r for q, r in b.items() if r.split == split}
     result = compare_labels(a, b, groups)
     if result["n_overlap"] == 0:
-        raise FksInputError(f"no query_id in common with {judged}", path=other,
+        raise FksInputError(f"no query_id in common with {judged}"
+                            + (f" in split {split!r}" if split else ""), path=other,
                             field="query_id")
-    return {"a": str(judged), "b": str(other), **result}
+    out: dict[str, Any] = {"a": str(judged), "b": str(other), "split": split, **result}
+    if scorer:
+        sc = compare_labels(scorer, b, groups)
+        out["scorer"] = {k: sc[k] for k in ("n_overlap", "kind", "extraction", "correctness")}
+    return out

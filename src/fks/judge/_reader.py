@@ -1,0 +1,467 @@
+r"""Reading a real continuation as a careful grader would: reference-blind, rule by rule.
+
+A base model's continuation is rarely a bare answer. It repeats the question, writes
+placeholders, answers inside a sentence, or runs on into new questions. :func:`read_answer`
+turns one raw continuation into a :class:`Reading` -- its kind (``ANSWER``, ``ABSTAIN``,
+``MULTIPLE``, ``UNPARSEABLE``), its core answer span and its cluster key -- without ever
+seeing the gold answer. It knows only the question, the aliases of the entity the question
+names (the *subject*), the relation's lexicon (every entity filling that slot anywhere in the
+benchmark) and the gazetteer (every entity of the benchmark and of the packaged mParaRel
+gazetteer, all relations, six languages; :mod:`fks.judge._gazetteer`).
+
+Rules (J1-J10; every rule is general: none is keyed to an entity, fact or answer string):
+
+* **J1 Empty.** An empty or blank continuation is ``UNPARSEABLE`` (no answer; never a cluster
+  of its own).
+* **J2 Lines and cues.** The continuation is read line by line. On each line, HTML/markdown
+  marks (``<strong>``, ``**``), bullets, and answer cues (``Answer:``, ``A:``,
+  ``The answer is``, ``Réponse :``, ``答案是`` ... the scorer's R1 list) are stripped,
+  repeatedly; a line left without a letter or digit is skipped (``Answer:`` alone).
+* **J3 Questions end the answer.** A line that is a question (ends with ``?``/``？``, or opens
+  with ``Question:``/``Q:``/``问题：`` ...) is skipped while no answer has been read, and ends
+  the reading once one has (``Kabul\nWhat is the capital of ...?\nAnswer: Kabul`` reads
+  ``Kabul``; the repeated question and its answer are continuation).
+* **J4 Placeholders.** A line is no answer when it is: a single option letter (``The answer is
+  C.``, ``<strong>A</strong>``: main queries offer no options); a header (one or two words and a
+  colon: ``Explanation:``); a list number (``1.``); a run of digits and punctuation (unless the
+  fact's answer type is numeric); an evaluation instead of an answer (``The answer is 100 %
+  correct``, ``True``). Two or more lines opening with *different* option letters
+  (``A. …\nB. …``) are an option list: the continuation is ``UNPARSEABLE``.
+* **J5 Subject echo.** The subject's own aliases are blanked out of every sentence before
+  anything is resolved, so a sentence naming the subject and something else is read on the
+  something else. A sentence naming *only* the subject ("Apple II series" asked which company
+  makes the Apple II series) is an answer that names the thing asked about: its cluster is
+  the subject's entity (gazetteer), and step two marks it ``INCORRECT`` -- never correct for
+  containing the gold in its surface. So a copy-flagged fact is correct only when the answer
+  names the object itself (``Apple``). It counts as "in the query" for J10.
+* **J6 Entities inside a sentence.** Each sentence (split at ``.``/``!``/``。`` before a space
+  or the end) is resolved against the relation's lexicon (longest alias wins); when that finds
+  nothing, against the gazetteer. One entity is an answer ``ENTITY_<Qid>``
+  (``Ludwig Thuille's life ended in Munich.`` -> Munich; ``BMW 503 is a luxury car manufactured
+  by BMW.`` -> BMW). Entities of a list or an alternative with nothing else between them
+  (``Paris or Lyon``, ``Denmark, Norway and Sweden``) are ``MULTIPLE``; otherwise the first
+  entity named is the answer and the others are asides (``Kabul, capital of Afghanistan``).
+  A sentence that repeats the query's own sentence (every word of it in the query besides the
+  entity, e.g. a ``context`` query's distractor sentence) is an echo, no answer; the
+  distractor's entity given as the answer is a real, wrong answer.
+* **J7 Echo of the question.** A sentence that names no entity and whose words all occur in
+  the query (or are function words) repeats or rephrases the question: no answer
+  (``The capital city of Alpes-Maritimes is``, ``Answer with the name only.``).
+* **J8 String answers.** A sentence that names no known entity yields a string answer only when
+  what is left after the question's own words at its start (``The capital of X is ...``) is
+  short: at most four words (eight CJK characters), not opening with an indefinite article (a
+  description of the subject, ``Afghanistan is a country in ...``, is no answer). The key is
+  that rest up to its first comma, semicolon, parenthesis or dash aside.
+* **J9 Abstention.** A sentence naming no entity and holding an abstention phrase (the
+  scorer's R8 list) makes the continuation ``ABSTAIN``, when it comes before any answer.
+* **J10 The first answer counts.** The first line that yields a reading decides
+  (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
+  24-token budget what follows a complete answer is the prompt pattern repeating itself, and
+  whether a different second line fits depends on the budget, not on the model. ``MULTIPLE``
+  is kept for one span offering several candidates (J6). Nothing read at all:
+  ``UNPARSEABLE``.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Literal
+
+from fks.judge._lexicon import EntityLexicon, semantic_key
+from fks.score import _lexicon as score_lex
+from fks.score._extract import _CUE, clean, has_content
+from fks.score._match import phrase_pattern
+from fks.text import has_cjk, is_cjk, normalize, strip_mentions
+
+__all__ = ["Reading", "read_answer", "Kind"]
+
+Kind = Literal["ANSWER", "ABSTAIN", "MULTIPLE", "UNPARSEABLE"]
+
+_TAG = re.compile(r"</?[A-Za-z][^<>]{0,40}>|\*\*|__|`")
+_BULLET = re.compile(r"^\s*(?:[-*•·>#]+\s*)+")
+_OPTION = re.compile(r"^\(?([A-E])[.):）]\s*(?=\S)")
+_LETTER_ONLY = re.compile(r"^\(?[A-E]\)?$")
+_LIST_NUMBER = re.compile(r"^\d{1,2}[.)]$")
+_HEADER = re.compile(r"^[^\W\d_]+(?:\s+[^\W\d_]+)?\s*[:：]$")
+_DIGITS = re.compile(r"^[\d\W_]+$")
+_EVALUATIVE = re.compile(
+    r"^(?:[\d\s%.,]*\s*)?(?:100\s*%\s*)?(?:correct|incorrect|true|false|right|wrong|yes|no|"
+    r"vrai|faux|verdadero|falso|richtig|falsch|верно|неверно|да|нет|对|错|正确|错误)\b",
+    re.IGNORECASE,
+)
+_QUESTION_START = re.compile(
+    r"^(?:q|question|query|pregunta|frage|вопрос|问题|問題|问|問)\s*\d*\s*[:：.]",
+    re.IGNORECASE,
+)
+_EXPLICIT_CUE = re.compile(
+    r"^\s*(?:answer|a|r[ée]ponse|respuesta|antwort|ответ|答案|回答|答)\s*[:：]", re.IGNORECASE)
+_SENTENCE = re.compile(r"(?<=[.!])\s+|(?<=[。！])")
+_ASIDE = re.compile(r"[,;(（，；]| [-–—] ")
+_WORD = re.compile(r"\w+")
+#: what may stand between two entities of a list or an alternative (J6)
+_JOINER = re.compile(
+    r"\s*(?:[,;/、，；]\s*)?(?:(?:either|or|and|ou|et|o|y|oder|und|или|либо|и|或|或者|还是|和|与|及)"
+    r"\s*)?", re.IGNORECASE)
+_ABSTENTION = phrase_pattern(score_lex.ABSTENTION)
+#: J8: a copula then an indefinite article opens a description of the subject
+_DESCRIPTION = re.compile(
+    r"^\W*(?:is|was|are|est|etait|es|era|ist|war|является|это|—|-)\s+"
+    r"(?:a|an|un|une|una|uno|ein|eine|einer)\b")
+_INDEFINITE = frozenset({"a", "an", "un", "une", "ein", "eine", "einen", "uno", "una"})
+#: function words of the six languages: they never make a sentence more than an echo
+_FUNCTION = frozenset(
+    """a an the of in on at to for by from with is are was were be been being it its this that
+    which what who whom where when how as and or also called named known located
+    le la les l de du des d un une est sont a en au aux et ou qui que quel quelle dans par
+    el los las lo del al es son fue y o que cual cuál en con por para se
+    der die das den dem des ein eine einen ist sind war von vom im in zu zur zum und oder wer
+    welche welcher was mit bei auf
+    и в во на с со к по из у о об от что кто какой какая является это был была были
+    answer answers réponse reponse respuesta antwort ответ question""".split())
+STRING_MAX_WORDS = 4
+STRING_MAX_CJK = 8
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a grader reads in one continuation.
+
+    Attributes:
+        kind: ``ANSWER``, ``ABSTAIN``, ``MULTIPLE`` or ``UNPARSEABLE``.
+        span: the core answer as written (``ANSWER`` only).
+        key: the cluster key: ``ENTITY_<Qid>`` or ``SEMANTIC_<normalised answer>``.
+        canonical: the entity's canonical label, else the span.
+        confidence: 1.0 for an entity, 0.7 for an alias shared by several, 0.5 for a string.
+        rule: the rule that decided (``J1`` ... ``J10``), for audits and tests.
+    """
+
+    kind: Kind
+    span: str | None = None
+    key: str | None = None
+    canonical: str | None = None
+    confidence: float = 1.0
+    rule: str = ""
+
+
+def _tokens(text: str) -> list[str]:
+    """Words of a normalised text; each CJK character is a word of its own."""
+    out: list[str] = []
+    for w in _WORD.findall(text):
+        if has_cjk(w):
+            buf = ""
+            for ch in w:
+                if is_cjk(ch):
+                    if buf:
+                        out.append(buf)
+                        buf = ""
+                    out.append(ch)
+                else:
+                    buf += ch
+            if buf:
+                out.append(buf)
+        else:
+            out.append(w)
+    return out
+
+
+def _strip_line(line: str) -> tuple[str, bool]:
+    """J2: marks, bullets and answer cues off a line; says whether an explicit cue was there."""
+    text = _TAG.sub("", line)
+    cued = False
+    while True:
+        before = text
+        text = _BULLET.sub("", text)
+        if _EXPLICIT_CUE.match(text):
+            cued = True
+        text = _CUE.sub("", text.lstrip(), count=1)
+        if text == before:
+            break
+    return clean(text), cued
+
+
+def _is_placeholder(text: str, numeric: bool) -> bool:
+    """J4: a line that holds no answer (letter, header, list number, digits, evaluation)."""
+    if _LETTER_ONLY.match(text) or _LIST_NUMBER.match(text) or _HEADER.match(text):
+        return True
+    if not numeric and _DIGITS.match(text):
+        return True
+    return bool(_EVALUATIVE.match(text)) and len(text.split()) <= 4
+
+
+class _Context:
+    """Everything fixed for one query: its words, the subject aliases, the lexicons."""
+
+    def __init__(self, query: str, mentions: tuple[str, ...], lexicon: EntityLexicon,
+                 gazetteer: EntityLexicon | None, numeric: bool) -> None:
+        self.query_norm = normalize(query)
+        self.query_words = frozenset(_tokens(self.query_norm))
+        self.mentions = mentions
+        self.lexicon = lexicon
+        self.gazetteer = gazetteer
+        self.numeric = numeric
+
+    def names_query_entity(self, stripped: str) -> bool:
+        """Tell whether a known entity named in ``stripped`` is named in the query too."""
+        for lex in (self.lexicon, self.gazetteer):
+            if lex is None:
+                continue
+            for _, _, alias in lex.find_all(stripped, normalized=True):
+                if _contains(self.query_norm, alias):
+                    return True
+        return False
+
+    def in_query(self, lex: EntityLexicon, key: str) -> bool:
+        return any(_contains(self.query_norm, a) for a in lex.aliases(key))
+
+    def is_echo(self, words: list[str]) -> bool:
+        return all(w in self.query_words or w in _FUNCTION for w in words)
+
+    def restates(self, stripped: str, alias: str) -> bool:
+        """J6: besides ``alias``, the sentence holds only the query's words (or none)."""
+        rest = [w for w in _tokens(stripped.replace(alias, " ")) if w not in _FUNCTION]
+        return all(w in self.query_words for w in rest)
+
+    def subject_count(self, norm_sentence: str) -> int:
+        """How often the subject is named (any alias, longest first, no overlaps)."""
+        n = 0
+        t = norm_sentence
+        for m in sorted({normalize(x) for x in self.mentions if x.strip()}, key=len,
+                        reverse=True):
+            pat = re.compile(re.escape(m) if has_cjk(m) else r"(?<!\w)" + re.escape(m)
+                             + r"(?!\w)")
+            n += len(pat.findall(t))
+            t = pat.sub(" ", t)
+        return n
+
+    def is_fragment(self, words: list[str]) -> bool:
+        """J8: words that are all the query's own, or starts of them (a cut-off echo)."""
+        return all(w in _FUNCTION or any(q.startswith(w) for q in self.query_words)
+                   for w in words)
+
+    def gazetteer_entity(self, text: str) -> str | None:
+        """Return the one gazetteer entity ``text`` names, or None.
+
+        An alias naming several entities goes to the lowest Wikidata number (the oldest item,
+        in practice the best-known one).
+        """
+        assert self.gazetteer is not None
+        res = self.gazetteer.resolve(text)
+        if res.kind == "entity":
+            return res.key
+        if res.kind == "ambiguous_alias" and res.keys:
+            return min(res.keys, key=_qid_order)
+        return None
+
+    def echo_rest(self, text: str) -> tuple[str, bool]:
+        """J8: the text after the query's own words at its start (``The capital of X is``).
+
+        Also says whether that start held a word of the query besides function words.
+        """
+        norm = normalize(text)
+        if has_cjk(norm):
+            i = 0
+            while i < len(norm) and (norm[i] in self.query_norm or not norm[i].strip()):
+                i += 1
+            return norm[i:].strip(), i > 0
+        words = norm.split()
+        i = 0
+        echoed = False
+        while i < len(words) and all(t in self.query_words or t in _FUNCTION
+                                     for t in _tokens(words[i])):
+            echoed = echoed or any(t not in _FUNCTION for t in _tokens(words[i]))
+            i += 1
+        return " ".join(words[i:]), echoed
+
+
+def _deaccent(text: str) -> str:
+    decomposed = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", text))
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def _named_in(sentence: str, alias: str, lex: EntityLexicon) -> bool:
+    """J6: a name counts only where the text writes it with a capital too.
+
+    A name is an alias every entity spells with a capital: ``the center of the county`` names
+    no ``Center``.
+    """
+    if not lex.needs_capital(alias):
+        return True
+    text = _deaccent(sentence)
+    if text.lower() == text or text.upper() == text:
+        return True  # a text without case (all lower or all upper) cannot tell
+    pat = re.compile(r"(?<!\w)" + re.escape(alias) + r"(?!\w)", re.IGNORECASE)
+    return any(m.group()[:1].isupper() for m in pat.finditer(text))
+
+
+def _qid_order(key: str) -> tuple[int, str]:
+    digits = key.rsplit("_Q", 1)[-1]
+    return (int(digits), key) if digits.isdigit() else (1 << 62, key)
+
+
+def _contains(haystack: str, alias: str) -> bool:
+    if has_cjk(alias):
+        return alias in haystack
+    return re.search(r"(?<!\w)" + re.escape(alias) + r"(?!\w)", haystack) is not None
+
+
+def _subject_answer(sentence: str, ctx: _Context) -> Reading:
+    """J5: the sentence asserts the subject itself."""
+    if ctx.gazetteer is not None:
+        res = ctx.gazetteer.resolve(sentence)
+        if res.kind == "entity" and res.key is not None:
+            span = ctx.gazetteer.alias_in(sentence, res.key) or clean(sentence)
+            return Reading("ANSWER", span, res.key, ctx.gazetteer.canonical(res.key), 1.0, "J5")
+    name = next((m for m in ctx.mentions if _contains(normalize(sentence), normalize(m))),
+                clean(sentence))
+    return Reading("ANSWER", name, f"SEMANTIC_{semantic_key(name)}", name, 0.5, "J5")
+
+
+def _entity(lex: EntityLexicon, key: str, stripped: str, sentence: str, rule: str) -> Reading:
+    span = lex.alias_in(stripped, key) or clean(sentence)
+    return Reading("ANSWER", span, key, lex.canonical(key), 1.0, rule)
+
+
+def _read_sentence(sentence: str, ctx: _Context, bare: bool) -> Reading | None:
+    """J5-J9 on one sentence: a reading, or None (nothing asserted here).
+
+    ``bare``: the sentence is a whole short line (at most four words), an answer on its own.
+    """
+    norm_s = normalize(sentence)
+    n_subject = ctx.subject_count(norm_s)
+    stripped = strip_mentions(sentence, ctx.mentions) if ctx.mentions else norm_s
+    words = _tokens(stripped)
+    if not [w for w in words if w not in _FUNCTION]:
+        return _subject_answer(sentence, ctx) if n_subject else None  # J5
+    long_sentence = len(words) > STRING_MAX_WORDS
+
+    def distractor(lex: EntityLexicon, key: str) -> bool:
+        """J6: a full sentence about the query's other (distractor) subject.
+
+        It does not name our subject but names an entity of the query: nothing for ours.
+        """
+        return long_sentence and not n_subject and (ctx.in_query(lex, key)
+                                                    or ctx.names_query_entity(stripped))
+
+    res = ctx.lexicon.resolve(stripped)
+    if res.kind == "entity" and res.key is not None:
+        span = ctx.lexicon.alias_in(stripped, res.key) or ""
+        if _named_in(sentence, span, ctx.lexicon):
+            if distractor(ctx.lexicon, res.key):
+                return None  # J6: the query's other (distractor) sentence repeated
+            return _entity(ctx.lexicon, res.key, stripped, sentence, "J6")
+    elif res.kind == "conflict":
+        got = _read_conflict(stripped, sentence, ctx.lexicon)
+        if got is not None:
+            return got
+    elif res.kind == "ambiguous_alias" and res.text is not None:
+        key = semantic_key(res.text)
+        return Reading("ANSWER", res.text, f"SEMANTIC_{key}", res.text, 0.7, "J6")
+    if _ABSTENTION.search(stripped):
+        return Reading("ABSTAIN", rule="J9")
+    if _DESCRIPTION.match(stripped):
+        return None  # J8: "<subject> is a country in ..." describes, answers nothing
+    rest, echoed = ctx.echo_rest(stripped)
+    head = _ASIDE.split(rest, maxsplit=1)[0].strip()
+    if ctx.gazetteer is not None:
+        short_head = head if len(_tokens(head)) <= STRING_MAX_WORDS else ""
+        for text in (short_head, stripped):  # J6: the completion, else question words + entity
+            g = ctx.gazetteer_entity(text) if text else None
+            if g is None:
+                continue
+            span = ctx.gazetteer.alias_in(text, g) or text
+            if (text is stripped and not ctx.restates(stripped, span)) \
+                    or not _named_in(sentence, span, ctx.gazetteer):
+                continue
+            if distractor(ctx.gazetteer, g):
+                return None
+            return _entity(ctx.gazetteer, g, text, sentence, "J6")
+    if ctx.is_echo(words):
+        return _subject_answer(sentence, ctx) if n_subject >= 2 else None  # J5 / J7
+    if not (bare or echoed):
+        return None  # J8: a string answer is a bare line or the completion of the question
+    key = semantic_key(head)
+    if not key or not has_content(key) or key[:1].isdigit() and not ctx.numeric:
+        return None
+    hw = _tokens(key)
+    if (len(hw) > STRING_MAX_CJK) if has_cjk(key) else \
+            (len(hw) > STRING_MAX_WORDS or hw[0] in _INDEFINITE or hw[-1] in _FUNCTION):
+        return None
+    if ctx.is_fragment(hw) or _is_placeholder(key, ctx.numeric):
+        return None
+    return Reading("ANSWER", head, f"SEMANTIC_{key}", head, 0.5, "J8")
+
+
+def _read_conflict(stripped: str, sentence: str, lex: EntityLexicon) -> Reading | None:
+    """J6: several entities in one sentence.
+
+    A list or alternative of them is ``MULTIPLE``; otherwise the first one the sentence names
+    is its answer (the rest are asides).
+    """
+    matches = sorted(lex.find_all(stripped, normalized=True), key=lambda m: (m[0], m[0] - m[1]))
+    kept: list[tuple[int, int, str]] = []
+    for m in matches:
+        if all(m[0] >= k[1] for k in kept) and _named_in(sentence, m[2], lex):
+            kept.append(m)
+    if not kept:
+        return None
+    between = [stripped[a[1]:b[0]] for a, b in zip(kept, kept[1:], strict=False)]
+    if between and all(_JOINER.fullmatch(g) for g in between):
+        return Reading("MULTIPLE", rule="J6")
+    alias = kept[0][2]
+    keys = lex.keys_of(alias)
+    if len(keys) != 1:
+        return Reading("ANSWER", alias, f"SEMANTIC_{semantic_key(alias)}", alias, 0.7, "J6")
+    key = next(iter(keys))
+    return Reading("ANSWER", alias, key, lex.canonical(key), 1.0, "J6")
+
+
+def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: EntityLexicon,
+                gazetteer: EntityLexicon | None = None, numeric: bool = False) -> Reading:
+    r"""Read one continuation (rules J1-J10 of the module docstring).
+
+    >>> lex = EntityLexicon({"ENTITY_Q5838": ("Kabul", ["Kabul", "喀布尔"])})
+    >>> r = read_answer("\nThe capital of Afghanistan is Kabul.\nAnswer:", lexicon=lex,
+    ...                 query="What is the capital of Afghanistan?", mentions=("Afghanistan",))
+    >>> r.kind, r.key
+    ('ANSWER', 'ENTITY_Q5838')
+    >>> read_answer("\n\nAnswer:\n\nAnswer:", query="?", mentions=(), lexicon=lex).kind
+    'UNPARSEABLE'
+    """
+    if not raw.strip():
+        return Reading("UNPARSEABLE", rule="J1")
+    ctx = _Context(query, mentions, lexicon, gazetteer, numeric)
+    letters: set[str] = set()
+    found: list[Reading] = []
+    for line in raw.splitlines():
+        m = _OPTION.match(_TAG.sub("", line).strip())
+        if m:
+            letters.add(m.group(1))
+        if _HEADER.match(_TAG.sub("", line).strip()):
+            continue  # J4: "Explanation:"
+        text, _ = _strip_line(line)
+        if not has_content(text):
+            continue
+        if text.endswith(("?", "？")) or _QUESTION_START.match(text):
+            if found:
+                break  # J3
+            continue
+        opt = _OPTION.match(text)
+        if opt:
+            text = text[opt.end():]
+        if _is_placeholder(text, numeric):
+            continue  # J4
+        for sentence in _SENTENCE.split(text):
+            if not has_content(sentence):
+                continue
+            bare = len(_tokens(normalize(text))) <= STRING_MAX_WORDS
+            reading = _read_sentence(sentence, ctx, bare)
+            if reading is not None:
+                found.append(reading)
+                break  # one reading per line: the first sentence that says something
+    if len(letters) >= 2:
+        return Reading("UNPARSEABLE", rule="J4")
+    if not found:
+        return Reading("UNPARSEABLE", rule="J10")
+    return found[0]
