@@ -73,9 +73,9 @@ from fks.judge._lexicon import EntityLexicon, semantic_key
 from fks.score import _lexicon as score_lex
 from fks.score._extract import _CUE, clean, has_content
 from fks.score._match import phrase_pattern
-from fks.text import has_cjk, is_cjk, normalize, strip_mentions
+from fks.text import has_cjk, is_cjk, normalize
 
-__all__ = ["Reading", "read_answer", "Kind"]
+__all__ = ["Reading", "read_answer", "Kind", "subject_key"]
 
 Kind = Literal["ANSWER", "ABSTAIN", "MULTIPLE", "UNPARSEABLE"]
 
@@ -198,6 +198,10 @@ class _Context:
         self.query_norm = normalize(query)
         self.query_words = frozenset(_tokens(self.query_norm))
         self.mentions = mentions
+        self._mention_patterns = [
+            re.compile(re.escape(m) if has_cjk(m) else r"(?<!\w)" + re.escape(m) + r"(?!\w)")
+            for m in sorted({normalize(x) for x in mentions if x.strip()},
+                            key=lambda m: (-len(m), m))]
         self.lexicon = lexicon
         self.gazetteer = gazetteer
         self.numeric = numeric
@@ -223,17 +227,26 @@ class _Context:
         rest = [w for w in _tokens(stripped.replace(alias, " ")) if w not in _FUNCTION]
         return all(w in self.query_words for w in rest)
 
-    def subject_count(self, norm_sentence: str) -> int:
-        """How often the subject is named (any alias, longest first, no overlaps)."""
+    def mask_subject(self, norm: str) -> tuple[str, int]:
+        """J5: blank the subject's aliases out of a normalised sentence; count them.
+
+        Longest first; an occurrence inside a longer known name (``Airbus A320`` asked about
+        Airbus) is that name, not the subject, and stays.
+        """
+        if not self.mentions:
+            return norm, 0
+        longer = [(a, b) for lex in (self.lexicon, self.gazetteer) if lex is not None
+                  for a, b, _ in lex.find_all(norm, normalized=True)]
+        chars = list(norm)
         n = 0
-        t = norm_sentence
-        for m in sorted({normalize(x) for x in self.mentions if x.strip()}, key=len,
-                        reverse=True):
-            pat = re.compile(re.escape(m) if has_cjk(m) else r"(?<!\w)" + re.escape(m)
-                             + r"(?!\w)")
-            n += len(pat.findall(t))
-            t = pat.sub(" ", t)
-        return n
+        for m in self._mention_patterns:
+            for hit in m.finditer("".join(chars)):
+                a, b = hit.span()
+                if any(x <= a and y >= b and y - x > b - a for x, y in longer):
+                    continue
+                chars[a:b] = " " * (b - a)
+                n += 1
+        return " ".join("".join(chars).split()), n
 
     def is_fragment(self, words: list[str]) -> bool:
         """J8: words that are all the query's own, or starts of them (a cut-off echo)."""
@@ -308,14 +321,28 @@ def _contains(haystack: str, alias: str) -> bool:
 
 def _subject_answer(sentence: str, ctx: _Context) -> Reading:
     """J5: the sentence asserts the subject itself."""
-    if ctx.gazetteer is not None:
-        res = ctx.gazetteer.resolve(sentence)
+    key, canonical, span = subject_key(sentence, ctx.mentions, ctx.lexicon, ctx.gazetteer)
+    return Reading("ANSWER", span, key, canonical, 1.0 if key.startswith("ENTITY_") else 0.5,
+                   "J5")
+
+
+def subject_key(text: str, mentions: tuple[str, ...], lexicon: EntityLexicon,
+                gazetteer: EntityLexicon | None) -> tuple[str, str, str]:
+    """J5: ``(cluster id, canonical, span)`` of a text that names the subject only.
+
+    The subject's entity when the relation's lexicon or the gazetteer names it (the longest
+    alias), else ``SEMANTIC_<the longest subject alias in the text>``.
+    """
+    norm = normalize(text)
+    for lex in (lexicon, gazetteer):
+        if lex is None:
+            continue
+        res = lex.resolve(norm)
         if res.kind == "entity" and res.key is not None:
-            span = ctx.gazetteer.alias_in(sentence, res.key) or clean(sentence)
-            return Reading("ANSWER", span, res.key, ctx.gazetteer.canonical(res.key), 1.0, "J5")
-    name = next((m for m in ctx.mentions if _contains(normalize(sentence), normalize(m))),
-                clean(sentence))
-    return Reading("ANSWER", name, f"SEMANTIC_{semantic_key(name)}", name, 0.5, "J5")
+            return res.key, lex.canonical(res.key), lex.alias_in(norm, res.key) or clean(text)
+    named = [m for m in mentions if m.strip() and _contains(norm, normalize(m))]
+    name = max(named, key=lambda m: len(normalize(m))) if named else clean(text)
+    return f"SEMANTIC_{semantic_key(name)}", name, name
 
 
 def _entity(lex: EntityLexicon, key: str, stripped: str, sentence: str, rule: str) -> Reading:
@@ -328,9 +355,7 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool) -> Reading | None:
 
     ``bare``: the sentence is a whole short line (at most four words), an answer on its own.
     """
-    norm_s = normalize(sentence)
-    n_subject = ctx.subject_count(norm_s)
-    stripped = strip_mentions(sentence, ctx.mentions) if ctx.mentions else norm_s
+    stripped, n_subject = ctx.mask_subject(normalize(sentence))
     words = _tokens(stripped)
     if not [w for w in words if w not in _FUNCTION]:
         return _subject_answer(sentence, ctx) if n_subject else None  # J5
