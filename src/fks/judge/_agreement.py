@@ -33,6 +33,7 @@ clusters are none, so only kind, extraction and correctness) against the same ``
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from itertools import combinations
 from pathlib import Path
@@ -78,8 +79,15 @@ def _read_labels(path: Path) -> dict[str, LabelRow]:
     return rows
 
 
+_ARTICLE = re.compile(r"^(?:the|a|an|le|la|les|l'|el|los|las|der|die|das)\s*(?=\w)")
+
+
 def _norm(text: str | None) -> str | None:
-    return None if text is None else semantic_key(text)
+    """Normalise an extraction: :func:`semantic_key`, a leading article dropped.
+
+    So ``The United States of America`` = ``United States of America``.
+    """
+    return None if text is None else _ARTICLE.sub("", semantic_key(text))
 
 
 KINDS = ("ANSWER", "ABSTAIN", "MULTIPLE", "UNPARSEABLE")

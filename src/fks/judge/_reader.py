@@ -71,7 +71,14 @@ from typing import Literal
 
 from fks.judge._lexicon import EntityLexicon, semantic_key
 from fks.score import _lexicon as score_lex
-from fks.score._extract import _CUE, clean, has_content
+from fks.score._extract import (
+    FUNCTION_WORDS,
+    answer_lines,
+    clean,
+    has_content,
+    is_placeholder,
+    strip_line,
+)
 from fks.score._match import phrase_pattern
 from fks.text import has_cjk, is_cjk, normalize
 
@@ -79,24 +86,6 @@ __all__ = ["Reading", "read_answer", "Kind", "subject_key"]
 
 Kind = Literal["ANSWER", "ABSTAIN", "MULTIPLE", "UNPARSEABLE"]
 
-_TAG = re.compile(r"</?[A-Za-z][^<>]{0,40}>|\*\*|__|`")
-_BULLET = re.compile(r"^\s*(?:[-*•·>#]+\s*)+")
-_OPTION = re.compile(r"^\(?([A-E])[.):）]\s*(?=\S)")
-_LETTER_ONLY = re.compile(r"^\(?[A-E]\)?$")
-_LIST_NUMBER = re.compile(r"^\d{1,2}[.)]$")
-_HEADER = re.compile(r"^[^\W\d_]+(?:\s+[^\W\d_]+)?\s*[:：]$")
-_DIGITS = re.compile(r"^[\d\W_]+$")
-_EVALUATIVE = re.compile(
-    r"^(?:[\d\s%.,]*\s*)?(?:100\s*%\s*)?(?:correct|incorrect|true|false|right|wrong|yes|no|"
-    r"vrai|faux|verdadero|falso|richtig|falsch|верно|неверно|да|нет|对|错|正确|错误)\b",
-    re.IGNORECASE,
-)
-_QUESTION_START = re.compile(
-    r"^(?:q|question|query|pregunta|frage|вопрос|问题|問題|问|問)\s*\d*\s*[:：.]",
-    re.IGNORECASE,
-)
-_EXPLICIT_CUE = re.compile(
-    r"^\s*(?:answer|a|r[ée]ponse|respuesta|antwort|ответ|答案|回答|答)\s*[:：]", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!])\s+|(?<=[。！])")
 _ASIDE = re.compile(r"[,;(（，；]| [-–—] ")
 _WORD = re.compile(r"\w+")
@@ -110,16 +99,9 @@ _DESCRIPTION = re.compile(
     r"^\W*(?:is|was|are|est|etait|es|era|ist|war|является|это|—|-)\s+"
     r"(?:a|an|un|une|una|uno|ein|eine|einer)\b")
 _INDEFINITE = frozenset({"a", "an", "un", "une", "ein", "eine", "einen", "uno", "una"})
-#: function words of the six languages: they never make a sentence more than an echo
-_FUNCTION = frozenset(
-    """a an the of in on at to for by from with is are was were be been being it its this that
-    which what who whom where when how as and or also called named known located
-    le la les l de du des d un une est sont a en au aux et ou qui que quel quelle dans par
-    el los las lo del al es son fue y o que cual cuál en con por para se
-    der die das den dem des ein eine einen ist sind war von vom im in zu zur zum und oder wer
-    welche welcher was mit bei auf
-    и в во на с со к по из у о об от что кто какой какая является это был была были
-    answer answers réponse reponse respuesta antwort ответ question""".split())
+_FUNCTION = FUNCTION_WORDS
+#: a prompt ending with one of these is a finished sentence: the continuation starts anew
+_CLOSED = (".", "?", "!", "。", "？", "！", ":", "：")
 STRING_MAX_WORDS = 4
 STRING_MAX_CJK = 8
 
@@ -164,30 +146,6 @@ def _tokens(text: str) -> list[str]:
         else:
             out.append(w)
     return out
-
-
-def _strip_line(line: str) -> tuple[str, bool]:
-    """J2: marks, bullets and answer cues off a line; says whether an explicit cue was there."""
-    text = _TAG.sub("", line)
-    cued = False
-    while True:
-        before = text
-        text = _BULLET.sub("", text)
-        if _EXPLICIT_CUE.match(text):
-            cued = True
-        text = _CUE.sub("", text.lstrip(), count=1)
-        if text == before:
-            break
-    return clean(text), cued
-
-
-def _is_placeholder(text: str, numeric: bool) -> bool:
-    """J4: a line that holds no answer (letter, header, list number, digits, evaluation)."""
-    if _LETTER_ONLY.match(text) or _LIST_NUMBER.match(text) or _HEADER.match(text):
-        return True
-    if not numeric and _DIGITS.match(text):
-        return True
-    return bool(_EVALUATIVE.match(text)) and len(text.split()) <= 4
 
 
 class _Context:
@@ -308,6 +266,18 @@ def _named_in(sentence: str, alias: str, lex: EntityLexicon) -> bool:
     return any(m.group()[:1].isupper() for m in pat.finditer(text))
 
 
+def _looks_named(head: str, sentence: str) -> bool:
+    """J8: a string answer must look like a name.
+
+    Some word of ``head`` is written with a capital in ``sentence``, unless the script has no
+    case (CJK) or the sentence is written in one case throughout.
+    """
+    if has_cjk(head) or sentence.lower() == sentence or sentence.upper() == sentence:
+        return True
+    wanted = set(_tokens(head))
+    return any(w[:1].isupper() and normalize(w) in wanted for w in _WORD.findall(sentence))
+
+
 def _qid_order(key: str) -> tuple[int, str]:
     digits = key.rsplit("_Q", 1)[-1]
     return (int(digits), key) if digits.isdigit() else (1 << 62, key)
@@ -350,10 +320,12 @@ def _entity(lex: EntityLexicon, key: str, stripped: str, sentence: str, rule: st
     return Reading("ANSWER", span, key, lex.canonical(key), 1.0, rule)
 
 
-def _read_sentence(sentence: str, ctx: _Context, bare: bool) -> Reading | None:
+def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
+                   ) -> Reading | None:
     """J5-J9 on one sentence: a reading, or None (nothing asserted here).
 
-    ``bare``: the sentence is a whole short line (at most four words), an answer on its own.
+    ``bare``: the sentence is a whole short line (at most four words), an answer on its own;
+    ``completes``: it continues the prompt's own unfinished sentence (first line, same line).
     """
     stripped, n_subject = ctx.mask_subject(normalize(sentence))
     words = _tokens(stripped)
@@ -361,19 +333,23 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool) -> Reading | None:
         return _subject_answer(sentence, ctx) if n_subject else None  # J5
     long_sentence = len(words) > STRING_MAX_WORDS
 
-    def distractor(lex: EntityLexicon, key: str) -> bool:
-        """J6: a full sentence about the query's other (distractor) subject.
+    def distractor(lex: EntityLexicon, key: str, span: str) -> bool:
+        """J6: a full sentence about something else asserts nothing for our subject.
 
-        It does not name our subject but names an entity of the query: nothing for ours.
+        It names neither our subject nor only the entity (``The United States of America``),
+        and does not complete the prompt's own sentence (``The capital of the United Arab
+        Emirates is ...`` answering which country Abuja is the capital of).
         """
-        return long_sentence and not n_subject and (ctx.in_query(lex, key)
-                                                    or ctx.names_query_entity(stripped))
+        if n_subject or completes:
+            return False
+        rest = [w for w in _tokens(stripped.replace(span, " ")) if w not in _FUNCTION]
+        return bool(rest) and (long_sentence or ctx.in_query(lex, key))
 
     res = ctx.lexicon.resolve(stripped)
     if res.kind == "entity" and res.key is not None:
         span = ctx.lexicon.alias_in(stripped, res.key) or ""
         if _named_in(sentence, span, ctx.lexicon):
-            if distractor(ctx.lexicon, res.key):
+            if distractor(ctx.lexicon, res.key, span):
                 return None  # J6: the query's other (distractor) sentence repeated
             return _entity(ctx.lexicon, res.key, stripped, sentence, "J6")
     elif res.kind == "conflict":
@@ -399,13 +375,15 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool) -> Reading | None:
             if (text is stripped and not ctx.restates(stripped, span)) \
                     or not _named_in(sentence, span, ctx.gazetteer):
                 continue
-            if distractor(ctx.gazetteer, g):
+            if distractor(ctx.gazetteer, g, span):
                 return None
             return _entity(ctx.gazetteer, g, text, sentence, "J6")
     if ctx.is_echo(words):
         return _subject_answer(sentence, ctx) if n_subject >= 2 else None  # J5 / J7
     if not (bare or echoed):
         return None  # J8: a string answer is a bare line or the completion of the question
+    if not _looks_named(head, sentence):
+        return None  # J8: "the country" is no name
     key = semantic_key(head)
     if not key or not has_content(key) or key[:1].isdigit() and not ctx.numeric:
         return None
@@ -413,7 +391,7 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool) -> Reading | None:
     if (len(hw) > STRING_MAX_CJK) if has_cjk(key) else \
             (len(hw) > STRING_MAX_WORDS or hw[0] in _INDEFINITE or hw[-1] in _FUNCTION):
         return None
-    if ctx.is_fragment(hw) or _is_placeholder(key, ctx.numeric):
+    if ctx.is_fragment(hw) or is_placeholder(key, ctx.numeric):
         return None
     return Reading("ANSWER", head, f"SEMANTIC_{key}", head, 0.5, "J8")
 
@@ -457,34 +435,29 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
     if not raw.strip():
         return Reading("UNPARSEABLE", rule="J1")
     ctx = _Context(query, mentions, lexicon, gazetteer, numeric)
-    letters: set[str] = set()
+    lines, letters = answer_lines(raw, numeric=numeric)
     found: list[Reading] = []
-    for line in raw.splitlines():
-        m = _OPTION.match(_TAG.sub("", line).strip())
-        if m:
-            letters.add(m.group(1))
-        if _HEADER.match(_TAG.sub("", line).strip()):
-            continue  # J4: "Explanation:"
-        text, _ = _strip_line(line)
-        if not has_content(text):
-            continue
-        if text.endswith(("?", "？")) or _QUESTION_START.match(text):
-            if found:
-                break  # J3
-            continue
-        opt = _OPTION.match(text)
-        if opt:
-            text = text[opt.end():]
-        if _is_placeholder(text, numeric):
-            continue  # J4
-        for sentence in _SENTENCE.split(text):
+    # the first line continues the prompt's unfinished sentence when it starts on its line
+    raw_lines = raw.lstrip(" \t").splitlines()
+    first = strip_line(raw_lines[0]) if raw_lines and raw_lines[0].strip() else None
+    continues = first is not None and not query.rstrip().endswith(_CLOSED)
+    seen: list[str] = []
+    for i, text in enumerate(lines):
+        norm_line = normalize(text)
+        if any(prev.startswith(norm_line) for prev in seen):
+            continue  # J7: the start of a line already read again (a loop cut by the budget)
+        seen.append(norm_line)
+        bare = len(_tokens(norm_line)) <= STRING_MAX_WORDS
+        for j, sentence in enumerate(_SENTENCE.split(text)):
             if not has_content(sentence):
                 continue
-            bare = len(_tokens(normalize(text))) <= STRING_MAX_WORDS
-            reading = _read_sentence(sentence, ctx, bare)
+            reading = _read_sentence(sentence, ctx, bare,
+                                     continues and i == 0 and j == 0 and text == first)
             if reading is not None:
                 found.append(reading)
                 break  # one reading per line: the first sentence that says something
+        if found:
+            break
     if len(letters) >= 2:
         return Reading("UNPARSEABLE", rule="J4")
     if not found:

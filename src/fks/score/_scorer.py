@@ -5,14 +5,22 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import get_args
 
 from fks.data.schema import Fact, Label
 from fks.score import _lexicon as lex
 from fks.score._ambiguity import structurally_ambiguous
 from fks.score._dates import find_dates, find_years
-from fks.score._extract import first_segment, has_content, letter_choice, sentence_prefixes
+from fks.score._extract import (
+    FUNCTION_WORDS,
+    answer_lines,
+    first_segment,
+    has_content,
+    is_placeholder,
+    letter_choice,
+    sentence_prefixes,
+)
 from fks.score._match import (
     Entity,
     Mention,
@@ -28,7 +36,7 @@ from fks.text import has_cjk
 __all__ = ["ScoreResult", "AliasSet", "score_answer", "lettered_options", "SCORER_VERSION"]
 
 #: Recorded in run manifests; bump whenever a rule changes a label.
-SCORER_VERSION = "fks-score-1"
+SCORER_VERSION = "fks-score-2"
 
 _ABSTENTION = phrase_pattern(lex.ABSTENTION)
 _WORD = re.compile(r"\w+")
@@ -298,6 +306,8 @@ def score_answer(
     competitor_aliases: Iterable[str] = (),
     options: list[str] | None = None,
     option_letters: Mapping[str, str] | None = None,
+    query: str | None = None,
+    subject_aliases: Sequence[str] = (),
 ) -> ScoreResult:
     r"""Score one raw model response against the gold aliases (five labels, rules R1-R12).
 
@@ -312,6 +322,9 @@ def score_answer(
         options: recognition only: the options shown to the model (R10).
         option_letters: recognition only: ``{letter: option}`` when the prompt lettered the
             options (see :func:`lettered_options`); a bare letter answer is then accepted.
+        query: the query text the model saw; given (or ``subject_aliases`` given), the
+            continuation is read line by line (R13) instead of by its first segment only.
+        subject_aliases: the names of the entity the query asks about (R14).
 
     Raises:
         ValueError: ``gold_aliases`` holds no non-empty alias, or ``answer_granularity`` is
@@ -330,16 +343,114 @@ def score_answer(
     task = _Task.build(
         gold_aliases, answer_granularity, competitor_aliases, options or [], option_letters or {}
     )
-    segment = first_segment(raw_response)
+    if query is None and not subject_aliases:
+        return _score_segment(task, first_segment(raw_response))[0]
+    return _score_lines(task, raw_response, query or "", subject_aliases)
+
+
+def _score_segment(task: _Task, segment: str) -> tuple[ScoreResult, bool]:
+    """R1-R11 on one segment: the label, and whether the segment named a candidate."""
     if not has_content(segment):
-        return ScoreResult("unparseable")
-    result, _, mentions = task.judge(segment)
+        return ScoreResult("unparseable"), False
+    result, named, mentions = task.judge(segment)
     whole = {(m.key, m.alias) for m in mentions}
     for prefix in sentence_prefixes(segment):
-        head, named, head_mentions = task.judge(prefix)
+        head, head_named, head_mentions = task.judge(prefix)
         # R1: the shortest run of sentences that names a candidate is the answer; a cut that
         # splits an alias ("St. Louis") names something the whole segment does not, so it is
         # no answer boundary.
-        if named and {(m.key, m.alias) for m in head_mentions} <= whole:
-            return head
-    return result
+        if head_named and {(m.key, m.alias) for m in head_mentions} <= whole:
+            return head, True
+    return result, named
+
+
+def _tokens(text: str) -> list[str]:
+    return [t for w in _WORD.findall(text) for t in ([*w] if has_cjk(w) else [w])]
+
+
+def _mask_subject(text: str, subject: Sequence[str], task: _Task) -> tuple[str, int]:
+    """R14: blank the subject's names out of a normalised segment; count them.
+
+    An occurrence inside a longer candidate (gold, competitor, option) is that candidate's
+    name and stays (``Airbus A320`` as the answer to a reverse query about Airbus).
+    """
+    candidates = [task.gold, *task.options, *task.competitors.candidates(text)]
+    spans = [(m.start, m.end) for m in find_mentions(text, candidates)]
+    chars = list(text)
+    n = 0
+    for name in sorted({norm(x) for x in subject if x.strip()}, key=lambda m: (-len(m), m)):
+        for hit in phrase_pattern([name]).finditer("".join(chars)):
+            a, b = hit.span()
+            if any(x <= a and y >= b and y - x > b - a for x, y in spans):
+                continue
+            chars[a:b] = " " * (b - a)
+            n += 1
+    return " ".join("".join(chars).split()), n
+
+
+def _score_lines(task: _Task, raw: str, query: str, subject: Sequence[str]) -> ScoreResult:
+    """R13/R14: read the continuation line by line (see :mod:`fks.score`)."""
+    numeric = task.granularity in ("year", "date", "number")
+    lines, letters = answer_lines(raw, numeric=numeric)
+    if len(letters) >= 2 and not task.recognition:
+        return ScoreResult("unparseable")
+    qwords = _question_words(query, subject)
+    for line in lines:
+        segment = first_segment(line)
+        if not has_content(segment):
+            continue
+        masked, n_subject = _mask_subject(norm(segment), subject, task)
+        words = _tokens(masked)
+        content = [w for w in words if w not in FUNCTION_WORDS]
+        if not content:
+            if n_subject:  # R14: the subject itself is the answer: never the gold
+                return ScoreResult("incorrect", segment)
+            continue
+        result, named = _score_segment(task, masked)
+        if named or result.label in ("abstain", "ambiguous"):
+            return replace(result, extracted_answer=segment)
+        if all(w in qwords for w in content):
+            if n_subject >= 2:  # R14: "Albania is the capital of Albania"
+                return ScoreResult("incorrect", segment)
+            continue  # R13: an echo of the question
+        if _DESCRIPTION.match(masked):
+            continue  # R13: "<subject> is a country in ..." describes, answers nothing
+        rest, echoed = _echo_rest(words, qwords)
+        bare = len(_tokens(norm(line))) <= _SHORT
+        if (bare or echoed) and 0 < len(rest) <= (2 * _SHORT if has_cjk(masked) else _SHORT) \
+                and rest[0] not in _INDEFINITE and rest[-1] not in FUNCTION_WORDS \
+                and not rest[0].isdigit() and not is_placeholder(" ".join(rest), numeric):
+            return ScoreResult("incorrect", segment)
+    return ScoreResult("unparseable")
+
+
+_SHORT = 4
+_INDEFINITE = frozenset({"a", "an", "un", "une", "ein", "eine", "einen", "uno", "una"})
+_DESCRIPTION = re.compile(
+    r"^\W*(?:is|was|are|est|etait|es|era|ist|war|является|это|—|-)\s+"
+    r"(?:a|an|un|une|una|uno|ein|eine|einer)\b")
+
+
+_QUERY_SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
+
+
+def _question_words(query: str, subject: Sequence[str]) -> frozenset[str]:
+    """R13: the words of the query's sentences that name the subject (all, if none does).
+
+    A sentence of the query that does not name the subject is a ``context`` distractor: a
+    line repeating its entity is a (wrong) answer, not an echo of the question.
+    """
+    names = [norm(x) for x in subject if x.strip()]
+    sentences = [norm(x) for x in _QUERY_SENTENCE.split(query) if x.strip()]
+    own = [x for x in sentences if any(phrase_pattern([n]).search(x) for n in names)]
+    return frozenset(w for x in (own or sentences) for w in _tokens(x))
+
+
+def _echo_rest(words: list[str], qwords: frozenset[str]) -> tuple[list[str], bool]:
+    """R13: the words after the question's own words at the start; whether there were any."""
+    i = 0
+    echoed = False
+    while i < len(words) and (words[i] in qwords or words[i] in FUNCTION_WORDS):
+        echoed = echoed or words[i] not in FUNCTION_WORDS
+        i += 1
+    return words[i:], echoed
