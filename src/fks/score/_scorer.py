@@ -20,6 +20,7 @@ from fks.score._extract import (
     is_placeholder,
     letter_choice,
     sentence_prefixes,
+    strip_line,
 )
 from fks.score._match import (
     Entity,
@@ -350,8 +351,15 @@ def score_answer(
 
 def _score_segment(task: _Task, segment: str) -> tuple[ScoreResult, bool]:
     """R1-R11 on one segment: the label, and whether the segment named a candidate."""
+    result, named, _ = _score_segment_mentions(task, segment)
+    return result, named
+
+
+def _score_segment_mentions(task: _Task, segment: str
+                            ) -> tuple[ScoreResult, bool, list[Mention]]:
+    """:func:`_score_segment`, also returning the mentions of the part scored."""
     if not has_content(segment):
-        return ScoreResult("unparseable"), False
+        return ScoreResult("unparseable"), False, []
     result, named, mentions = task.judge(segment)
     whole = {(m.key, m.alias) for m in mentions}
     for prefix in sentence_prefixes(segment):
@@ -360,8 +368,8 @@ def _score_segment(task: _Task, segment: str) -> tuple[ScoreResult, bool]:
         # splits an alias ("St. Louis") names something the whole segment does not, so it is
         # no answer boundary.
         if head_named and {(m.key, m.alias) for m in head_mentions} <= whole:
-            return head, True
-    return result, named
+            return head, True, head_mentions
+    return result, named, mentions
 
 
 def _tokens(text: str) -> list[str]:
@@ -395,35 +403,70 @@ def _score_lines(task: _Task, raw: str, query: str, subject: Sequence[str]) -> S
     if len(letters) >= 2 and not task.recognition:
         return ScoreResult("unparseable")
     qwords = _question_words(query, subject)
-    for line in lines:
+    raw_lines = raw.lstrip(" \t").splitlines()
+    first = strip_line(raw_lines[0]) if raw_lines and raw_lines[0].strip() else None
+    continues = first is not None and not query.rstrip().endswith(_CLOSED)
+    seen: list[str] = []
+    for i, line in enumerate(lines):
         segment = first_segment(line)
         if not has_content(segment):
             continue
-        masked, n_subject = _mask_subject(norm(segment), subject, task)
+        norm_line = norm(segment)
+        if any(prev.startswith(norm_line) for prev in seen):
+            continue  # R13: the start of a line already read, again (a loop cut by the budget)
+        seen.append(norm_line)
+        masked, n_subject = _mask_subject(norm_line, subject, task)
         words = _tokens(masked)
         content = [w for w in words if w not in FUNCTION_WORDS]
         if not content:
             if n_subject:  # R14: the subject itself is the answer: never the gold
-                return ScoreResult("incorrect", segment)
+                return ScoreResult("incorrect", _subject_name(norm_line, subject))
             continue
-        result, named = _score_segment(task, masked)
+        result, named, mentions = _score_segment_mentions(task, masked)
         if named or result.label in ("abstain", "ambiguous"):
-            return replace(result, extracted_answer=segment)
+            core = segment
+            if result.label in ("correct", "incorrect") and mentions:
+                # R13: the extracted answer is the candidate named (gold first), as written
+                m = next((m for m in mentions if m.key == GOLD), mentions[0])
+                core = masked[m.start:m.end]
+            return replace(result, extracted_answer=core)
         if all(w in qwords for w in content):
             if n_subject >= 2:  # R14: "Albania is the capital of Albania"
-                return ScoreResult("incorrect", segment)
+                return ScoreResult("incorrect", _subject_name(norm_line, subject))
             continue  # R13: an echo of the question
         if _DESCRIPTION.match(masked):
             continue  # R13: "<subject> is a country in ..." describes, answers nothing
         rest, echoed = _echo_rest(words, qwords)
-        bare = len(_tokens(norm(line))) <= _SHORT
-        if (bare or echoed) and 0 < len(rest) <= (2 * _SHORT if has_cjk(masked) else _SHORT) \
+        bare = len(content) <= _SHORT
+        about = n_subject > 0 or (continues and i == 0 and line == first)
+        if (bare or (echoed and about)) \
+                and 0 < len(rest) <= (2 * _SHORT if has_cjk(masked) else _SHORT) \
                 and rest[0] not in _INDEFINITE and rest[-1] not in FUNCTION_WORDS \
-                and not rest[0].isdigit() and not is_placeholder(" ".join(rest), numeric):
-            return ScoreResult("incorrect", segment)
+                and not rest[0].isdigit() and not is_placeholder(" ".join(rest), numeric) \
+                and _looks_named(rest, segment):
+            return ScoreResult("incorrect", " ".join(rest))
     return ScoreResult("unparseable")
 
 
+def _subject_name(text: str, subject: Sequence[str]) -> str:
+    """R14: the longest subject name found in a normalised text."""
+    names = [n for n in {norm(x) for x in subject if x.strip()} if phrase_pattern([n]).search(text)]
+    return max(names, key=len) if names else text
+
+
+def _looks_named(rest: list[str], segment: str) -> bool:
+    """R13: tell whether an answer unknown to the scorer looks like a name.
+
+    One of its words is written with a capital, unless the script has no case or the segment
+    is written in one case throughout.
+    """
+    if has_cjk(segment) or segment.lower() == segment or segment.upper() == segment:
+        return True
+    wanted = set(rest)
+    return any(w[:1].isupper() and norm(w) in wanted for w in _WORD.findall(segment))
+
+
+_CLOSED = (".", "?", "!", "。", "？", "！", ":", "：")
 _SHORT = 4
 _INDEFINITE = frozenset({"a", "an", "un", "une", "ein", "eine", "einen", "uno", "una"})
 _DESCRIPTION = re.compile(
