@@ -321,9 +321,37 @@ def _run_context(r: ReportRun, families: Sequence[str]) -> dict[str, Any]:
     }
 
 
+def _judge_validation(r: ReportRun, labels: str | Path | None) -> list[dict[str, Any]]:
+    """§18.6 figures of this run's judge (and scorer) against a labelled set, per split."""
+    judged = r.data.judged_path()
+    if labels is None or judged is None:
+        return []
+    from fks.judge import judge_agreement
+
+    rows: list[dict[str, Any]] = []
+    for split in (None, "dev", "test"):
+        try:
+            rep = judge_agreement(judged, labels, split=split)
+        except FksInputError:
+            continue  # no labelled answer of this run (in this split)
+        for who, part in (("judge", rep), ("scorer", rep.get("scorer"))):
+            if part is None:
+                continue
+            gap = part.get("bcs_gap") or {}
+            rows.append({
+                "split": split or "all", "who": who, "n": part["n_overlap"],
+                "kind": part["kind"]["accuracy"], "extraction": part["extraction"]["accuracy"],
+                "pairs": (part.get("cluster_equivalence") or {}).get("accuracy"),
+                "accuracy": part["correctness"]["accuracy"],
+                "kappa": part["correctness"]["cohen_kappa"],
+                "alpha": part["correctness"]["krippendorff_alpha"],
+                "bcs_gap": gap.get("mean_abs_gap")})
+    return rows
+
+
 def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str | Path | None
                  = None, reference: str | None = None, kts_bootstrap: bool = True,
-                 reuse: bool = True) -> Path:
+                 reuse: bool = True, labels: str | Path | None = None) -> Path:
     """Build the statistics, tables and the HTML report of one or more runs.
 
     Args:
@@ -333,6 +361,8 @@ def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str
         reference: the reference model of the paired differences (default: the first run).
         kts_bootstrap: bootstrap KTS (the expensive part); otherwise KTS points only.
         reuse: reuse cached bootstrap files whose fingerprint matches.
+        labels: a hand-labelled answer set (``fks judge agreement``'s format); each run's
+            judge and scorer are measured against it (spec §18.6) in a judge-validation block.
 
     Returns:
         The path of the HTML file written.
@@ -356,7 +386,8 @@ def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str
         "forest": None,
         "behavior_plot": (plots.behavior_bars(s) if (s := _behavior_shares(runs)) else None),
         "iss_plot": plots.iss_by_layer(s) if (s := _iss_series(runs)) else None,
-        "runs": [_run_context(r, families) for r in runs],
+        "runs": [_run_context(r, families) | {"judge_validation": _judge_validation(r, labels)}
+                 for r in runs],
     }
     if len(runs) > 1:
         boards = [leaderboard_table([(r.data, r.stats) for r in runs], mode)

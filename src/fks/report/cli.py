@@ -22,13 +22,16 @@ def report_cmd(
              "gives KTS points only.")] = True,
     reuse: Annotated[bool, typer.Option(
         help="Reuse RUN/metrics/bootstrap_* when inputs and settings are unchanged.")] = True,
+    labels: Annotated[Path | None, typer.Option(
+        help="Hand-labelled answers (fks judge agreement format): adds a judge-validation "
+             "block (spec §18.6) per run.")] = None,
 ) -> None:
     """Write bootstrap intervals, tables (RUN/metrics/tables) and one self-contained HTML."""
     from fks.cli import get_configs
     from fks.report.build import build_report
 
     path = build_report(runs, configs=get_configs(), out=out, reference=reference,
-                        kts_bootstrap=kts_bootstrap, reuse=reuse)
+                        kts_bootstrap=kts_bootstrap, reuse=reuse, labels=labels)
     log.info("wrote %s", path)
 
 
