@@ -423,6 +423,9 @@ def _score_lines(task: _Task, raw: str, query: str, subject: Sequence[str]) -> S
                 return ScoreResult("incorrect", _subject_name(norm_line, subject))
             continue
         result, named, mentions = _score_segment_mentions(task, masked)
+        about = n_subject > 0 or (continues and i == 0 and line == first)
+        if named and not about and mentions and _elsewhere(masked, mentions, query):
+            continue  # R13: a sentence about something else asserts nothing for our subject
         if named or result.label in ("abstain", "ambiguous"):
             core = segment
             if result.label in ("correct", "incorrect") and mentions:
@@ -438,7 +441,6 @@ def _score_lines(task: _Task, raw: str, query: str, subject: Sequence[str]) -> S
             continue  # R13: "<subject> is a country in ..." describes, answers nothing
         rest, echoed = _echo_rest(words, qwords)
         bare = len(content) <= _SHORT
-        about = n_subject > 0 or (continues and i == 0 and line == first)
         if (bare or (echoed and about)) \
                 and 0 < len(rest) <= (2 * _SHORT if has_cjk(masked) else _SHORT) \
                 and rest[0] not in _INDEFINITE and rest[-1] not in FUNCTION_WORDS \
@@ -446,6 +448,21 @@ def _score_lines(task: _Task, raw: str, query: str, subject: Sequence[str]) -> S
                 and _looks_named(rest, segment):
             return ScoreResult("incorrect", " ".join(rest))
     return ScoreResult("unparseable")
+
+
+def _elsewhere(masked: str, mentions: list[Mention], query: str) -> bool:
+    """R13: a line naming a candidate but about something else (as J6 of the judge).
+
+    It has words besides the candidates, and is a full sentence (more than four words) or
+    names an entity of the query (a ``context`` distractor's).
+    """
+    text = norm(masked)
+    rest = text
+    for m in sorted(mentions, key=lambda m: -m.start):
+        rest = rest[:m.start] + " " + rest[m.end:]
+    other = [w for w in _tokens(rest) if w not in FUNCTION_WORDS]
+    in_query = any(phrase_pattern([text[m.start:m.end]]).search(norm(query)) for m in mentions)
+    return bool(other) and (len(_tokens(text)) > _SHORT or in_query)
 
 
 def _subject_name(text: str, subject: Sequence[str]) -> str:
