@@ -183,7 +183,7 @@ def test_scorer_r13_reads_lines_like_the_judge():
                   "The capital of Albania is", ALBANIA, tirana, ["Kabul"])[0] == "unparseable"
     # query_00000020: the candidate named is the extracted answer
     assert _score("\n\nAlbania's capital is Tirana.\n\nAnswer:", "Albania's capital", ALBANIA,
-                  tirana, ["Kabul"]) == ("correct", "tirana")
+                  tirana, ["Kabul"]) == ("correct", "Tirana")
     # query_00000032: an unknown name after an unfinished rephrase
     assert _score("\nThe main city of the country is\nAnswer:\nBafra\nAnswer:\nBafra is the",
                   "Die hauptstadt von Albanien ist", ALBANIA, tirana, ["Kabul"]) == (

@@ -1,9 +1,12 @@
 """``fks judge agreement A B``: judge consistency (spec §18.6).
 
 ``A`` is a judged file (``RUN/judged.jsonl``); ``B`` is another judged file or a
-human-labelled sample: JSONL rows with ``query_id`` and any of ``extracted_answer``,
-``cluster_id``, ``correctness`` (a row is compared only on the fields it has). On the query ids
-present in both (per ``B`` row; ``A``'s fact ids and analysis groups are used):
+human-labelled sample: JSONL rows with ``query_id`` and any of ``kind``, ``extracted_answer``,
+``cluster_id``, ``correctness``, ``condition_family``, ``split`` (a row is compared only on the
+fields it has). Rows are matched on ``(model, query_id)``: two runs of one benchmark share
+query ids, so a sample holding several models' answers names each row's ``model``; rows of
+other models are left out; a row without ``model`` matches a judged file of one model. On the
+answers present in both (per ``B`` row; ``A``'s fact ids and analysis groups are used):
 
 * **extraction accuracy** -- normalised ``extracted_answer`` equal (a null on both sides, "no
   answer extractable", agrees);
@@ -57,6 +60,7 @@ class LabelRow(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     query_id: str
+    model: str | None = None
     extracted_answer: str | None = None
     cluster_id: str | None = None
     correctness: Correctness | None = None
@@ -65,18 +69,31 @@ class LabelRow(BaseModel):
     split: str | None = None
 
 
-def _read_labels(path: Path) -> dict[str, LabelRow]:
+def _read_labels(path: Path, models: set[str]) -> dict[str, LabelRow]:
+    """Read a labelled sample keyed like the judged file (see :func:`_key`).
+
+    A row naming a ``model`` not in ``models`` (another run's answers) is left out.
+    """
     rows: dict[str, LabelRow] = {}
     first_line: dict[str, int] = {}
+    one = next(iter(models)) if len(models) == 1 else None
     for line, row in iter_jsonl(path, LabelRow):
         assert isinstance(row, LabelRow)
-        if row.query_id in rows:
+        model = row.model if row.model is not None else one
+        if row.model is not None and row.model not in models:
+            continue
+        key = _key(model, row.query_id)
+        if key in rows:
             raise FksInputError(f"duplicate query {row.query_id!r} (first on line "
-                                f"{first_line[row.query_id]})", path=path, line=line,
-                                field="query_id")
-        rows[row.query_id] = row
-        first_line[row.query_id] = line
+                                f"{first_line[key]})", path=path, line=line, field="query_id")
+        rows[key] = row
+        first_line[key] = line
     return rows
+
+
+def _key(model: str | None, query_id: str) -> str:
+    """Rows are matched by model and query id (two runs of one benchmark share query ids)."""
+    return f"{model}\x1f{query_id}"
 
 
 _ARTICLE = re.compile(r"^(?:the|a|an|le|la|les|l'|el|los|las|der|die|das)\s*(?=\w)")
@@ -227,19 +244,19 @@ def judge_agreement(judged: str | Path, other: str | Path, *, split: str | None 
         extra = rec.model_extra or {}
         own = extra.get("judge_answer", rec.extracted_answer) if "judge_answer" in extra \
             else rec.extracted_answer
-        a[rec.query_id] = LabelRow.model_validate(
+        a[_key(rec.model, rec.query_id)] = LabelRow.model_validate(
             {"query_id": rec.query_id, "extracted_answer": own, "cluster_id": rec.cluster_id,
              "correctness": rec.correctness, "kind": rec.status,
              "condition_family": rec.condition_family})
         if rec.label in SCORER_LABELS:
             kind, cor = SCORER_LABELS[rec.label]
-            scorer[rec.query_id] = LabelRow.model_validate(
+            scorer[_key(rec.model, rec.query_id)] = LabelRow.model_validate(
                 {"query_id": rec.query_id, "extracted_answer": rec.extracted_answer,
                  "correctness": cor, "kind": kind, "condition_family": rec.condition_family})
-        groups[rec.query_id] = rec.fact_id + "|" + analysis_group(
+        groups[_key(rec.model, rec.query_id)] = f"{rec.model}|{rec.fact_id}|" + analysis_group(
             rec.use_for_main_forward, rec.use_for_reverse_analysis,
             rec.use_for_recognition_analysis, rec.condition_family)
-    b = _read_labels(other)
+    b = _read_labels(other, {k.split("\x1f", 1)[0] for k in a})
     if split is not None:
         b = {q: r for q, r in b.items() if r.split == split}
     result = compare_labels(a, b, groups)

@@ -429,9 +429,10 @@ def _score_lines(task: _Task, raw: str, query: str, subject: Sequence[str]) -> S
         if named or result.label in ("abstain", "ambiguous"):
             core = segment
             if result.label in ("correct", "incorrect") and mentions:
-                # R13: the extracted answer is the candidate named (gold first), as written
+                # R13: the extracted answer is the candidate named (gold first): the alias
+                # found, in its listed spelling
                 m = next((m for m in mentions if m.key == GOLD), mentions[0])
-                core = masked[m.start:m.end]
+                core = m.alias
             return replace(result, extracted_answer=core)
         if all(w in qwords for w in content):
             if n_subject >= 2:  # R14: "Albania is the capital of Albania"
