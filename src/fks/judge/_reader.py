@@ -156,6 +156,12 @@ class _Context:
         self.query_norm = normalize(query)
         self.query_words = frozenset(_tokens(self.query_norm))
         self.mentions = mentions
+        heads = sorted({w for m in mentions for w in _tokens(normalize(m))
+                        if len(w) > 2 and w.isalpha() and not has_cjk(w)
+                        and w not in _FUNCTION})
+        self._anaphor = re.compile(
+            r"(?<!\w)(?:the|this|le|la|l'|el|der|die|das|этот|эта)\s+(?:" +
+            "|".join(re.escape(w) for w in heads) + r")(?!\w)") if heads else None
         self._mention_patterns = [
             re.compile(re.escape(m) if has_cjk(m) else r"(?<!\w)" + re.escape(m) + r"(?!\w)")
             for m in sorted({normalize(x) for x in mentions if x.strip()},
@@ -206,24 +212,54 @@ class _Context:
                 n += 1
         return " ".join("".join(chars).split()), n
 
+    def anaphors(self, stripped: str) -> int:
+        """J5: count references to the subject by a word of its name (``the island``).
+
+        A definite article before a word of the subject's name (Alexander Island) refers to
+        the subject and counts as naming it.
+        """
+        return len(self._anaphor.findall(stripped)) if self._anaphor is not None else 0
+
     def is_fragment(self, words: list[str]) -> bool:
         """J8: words that are all the query's own, or starts of them (a cut-off echo)."""
         return all(w in _FUNCTION or any(q.startswith(w) for q in self.query_words)
                    for w in words)
 
-    def gazetteer_entity(self, text: str) -> str | None:
-        """Return the one gazetteer entity ``text`` names, or None.
+    def gazetteer_entity(self, text: str, sentence: str) -> str | None:
+        """Return the one gazetteer entity ``text`` names (as a name in ``sentence``), or None.
 
-        An alias naming several entities goes to the lowest Wikidata number (the oldest item,
+        Longest names first, names only where ``sentence`` writes them with a capital (J6);
+        an alias naming several entities goes to the lowest Wikidata number (the oldest item,
         in practice the best-known one).
         """
         assert self.gazetteer is not None
-        res = self.gazetteer.resolve(text)
-        if res.kind == "entity":
-            return res.key
-        if res.kind == "ambiguous_alias" and res.keys:
-            return min(res.keys, key=_qid_order)
-        return None
+        gaz = self.gazetteer
+        found = sorted(gaz.find_all(text), key=lambda m: (m[0] - m[1], m[0]))
+        kept: list[tuple[int, int, str]] = []
+        for m in found:
+            if all(m[1] <= k[0] or m[0] >= k[1] for k in kept) and _named_in(sentence, m[2], gaz):
+                kept.append(m)
+        if not kept:
+            return None
+        common = frozenset.intersection(*(gaz.keys_of(m[2]) for m in kept))
+        return min(common, key=_qid_order) if common else None
+
+    def shadow(self, stripped: str, sentence: str) -> str:
+        """J6: blank the relation-lexicon names that lie inside a longer gazetteer name.
+
+        ``the Arctic Ocean`` names the ocean, not the continent-lexicon's ``Arctic``.
+        """
+        if self.gazetteer is None:
+            return stripped
+        longer = [(a, b) for a, b, alias in self.gazetteer.find_all(stripped, normalized=True)
+                  if _named_in(sentence, alias, self.gazetteer)]
+        if not longer:
+            return stripped
+        chars = list(stripped)
+        for a, b, _ in self.lexicon.find_all(stripped, normalized=True):
+            if any(x <= a and y >= b and y - x > b - a for x, y in longer):
+                chars[a:b] = " " * (b - a)
+        return "".join(chars)
 
     def echo_rest(self, text: str) -> tuple[str, bool]:
         """J8: the text after the query's own words at its start (``The capital of X is``).
@@ -328,6 +364,7 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
     ``completes``: it continues the prompt's own unfinished sentence (first line, same line).
     """
     stripped, n_subject = ctx.mask_subject(normalize(sentence))
+    n_subject += ctx.anaphors(stripped)
     words = _tokens(stripped)
     if not [w for w in words if w not in _FUNCTION]:
         return _subject_answer(sentence, ctx) if n_subject else None  # J5
@@ -345,7 +382,7 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
         rest = [w for w in _tokens(stripped.replace(span, " ")) if w not in _FUNCTION]
         return bool(rest) and (long_sentence or ctx.in_query(lex, key))
 
-    res = ctx.lexicon.resolve(stripped)
+    res = ctx.lexicon.resolve(ctx.shadow(stripped, sentence))
     if res.kind == "entity" and res.key is not None:
         span = ctx.lexicon.alias_in(stripped, res.key) or ""
         if _named_in(sentence, span, ctx.lexicon):
@@ -368,20 +405,19 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
     if ctx.gazetteer is not None:
         short_head = head if len(_tokens(head)) <= STRING_MAX_WORDS else ""
         for text in (short_head, stripped):  # J6: the completion, else question words + entity
-            g = ctx.gazetteer_entity(text) if text else None
+            g = ctx.gazetteer_entity(text, sentence) if text else None
             if g is None:
                 continue
             span = ctx.gazetteer.alias_in(text, g) or text
-            if (text is stripped and not ctx.restates(stripped, span)) \
-                    or not _named_in(sentence, span, ctx.gazetteer):
+            if text is stripped and not (n_subject or ctx.restates(stripped, span)):
                 continue
             if distractor(ctx.gazetteer, g, span):
                 return None
             return _entity(ctx.gazetteer, g, text, sentence, "J6")
     if ctx.is_echo(words):
         return _subject_answer(sentence, ctx) if n_subject >= 2 else None  # J5 / J7
-    if not (bare or echoed):
-        return None  # J8: a string answer is a bare line or the completion of the question
+    if not (bare or n_subject or (echoed and completes)):
+        return None  # J8: a string answer is a bare line or completes a sentence about ours
     if not _looks_named(head, sentence):
         return None  # J8: "the country" is no name
     key = semantic_key(head)
@@ -458,7 +494,7 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
                 break  # one reading per line: the first sentence that says something
         if found:
             break
-    if len(letters) >= 2:
+    if len(letters) >= 2 and not found:
         return Reading("UNPARSEABLE", rule="J4")
     if not found:
         return Reading("UNPARSEABLE", rule="J10")

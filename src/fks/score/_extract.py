@@ -153,7 +153,8 @@ def letter_choice(segment: str) -> str | None:
 _TAG = re.compile(r"</?[A-Za-z][^<>]{0,40}>|\*\*|__|`")
 _BULLET = re.compile(r"^\s*(?:[-*•·>#]+\s*)+")
 _OPTION = re.compile(r"^\(?([A-E])[.):）]\s*(?=\S)")
-_LETTER_ONLY = re.compile(r"^\(?[A-E]\)?$")
+_LETTER_ONLY = re.compile(r"^\(?[A-Z]\)?$")
+_OPTION_MARK = re.compile(r"^\(?([A-E])[.):）]?$")
 _LIST_NUMBER = re.compile(r"^\d{1,2}[.)]$")
 _HEADER = re.compile(r"^[^\W\d_]+(?:\s+[^\W\d_]+)?\s*[:：]$")
 _DIGITS = re.compile(r"^[\d\W_]+$")
@@ -214,32 +215,47 @@ def answer_lines(raw: str, *, numeric: bool = False) -> tuple[list[str], set[str
     digit, headers (``Explanation:``) and placeholders (:func:`is_placeholder`) are skipped;
     a question line (ending in ``?``, or opening with ``Question:``/``Q:``/``问题：``) is
     skipped before the first kept line and ends the region after it. An option marker
-    (``A.``, ``(B)``) is taken off a line. Returns the lines and the option letters seen in
-    the region (two or more different ones: the model wrote an option list).
+    (``A.``, ``(B)``, or a letter alone on its line) is taken off a line and its letter noted.
+    When the region holds two or more different option letters the model wrote an option
+    list: then only a line that follows an answer cue (``Answer:`` then ``A. India``) and
+    opens with one of its letters is kept (the option picked), or none. Returns the lines and
+    the option letters seen in the region.
 
     >>> answer_lines("\n\nAnswer:\nThe answer is <strong>C</strong>\nKabul\nQ: Why?\nParis")
     (['Kabul'], set())
+    >>> lines, letters = answer_lines("\nA. India\nB. China\nAnswer:\nA. India\n")
+    >>> lines, sorted(letters)
+    (['India'], ['A', 'B'])
     """
-    kept: list[str] = []
+    kept: list[tuple[str, bool]] = []  # (line, it is an option picked after a cue)
     letters: set[str] = set()
+    cue_before = False
     for line in raw.splitlines():
         bare = _TAG.sub("", line).strip()
-        if _HEADER.match(bare):
+        cued = bool(_CUE.match(bare))
+        if _HEADER.match(bare) and not cued:
+            cue_before = False
             continue
-        m = _OPTION.match(bare)
-        if m:
-            letters.add(m.group(1))
+        m = _OPTION.match(bare) or _OPTION_MARK.match(bare)
         text = strip_line(line)
+        if m and not (cued and not text):
+            letters.add(m.group(1))
         if not has_content(text):
+            cue_before = cue_before or cued
             continue
         if text.endswith(("?", "？")) or _QUESTION_START.match(text):
             if kept:
                 break
+            cue_before = False
             continue
         opt = _OPTION.match(text)
+        picked = bool(opt) and (cue_before or cued)
         if opt:
             text = text[opt.end():]
+        cue_before = False
         if is_placeholder(text, numeric):
             continue
-        kept.append(text)
-    return kept, letters
+        kept.append((text, picked))
+    if len(letters) >= 2:
+        return [t for t, picked in kept if picked][:1], letters
+    return [t for t, _ in kept], letters

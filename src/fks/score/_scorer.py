@@ -399,9 +399,7 @@ def _mask_subject(text: str, subject: Sequence[str], task: _Task) -> tuple[str, 
 def _score_lines(task: _Task, raw: str, query: str, subject: Sequence[str]) -> ScoreResult:
     """R13/R14: read the continuation line by line (see :mod:`fks.score`)."""
     numeric = task.granularity in ("year", "date", "number")
-    lines, letters = answer_lines(raw, numeric=numeric)
-    if len(letters) >= 2 and not task.recognition:
-        return ScoreResult("unparseable")
+    lines, _ = answer_lines(raw, numeric=numeric)  # an option list keeps only its pick
     qwords = _question_words(query, subject)
     raw_lines = raw.lstrip(" \t").splitlines()
     first = strip_line(raw_lines[0]) if raw_lines and raw_lines[0].strip() else None
@@ -442,7 +440,7 @@ def _score_lines(task: _Task, raw: str, query: str, subject: Sequence[str]) -> S
             continue  # R13: "<subject> is a country in ..." describes, answers nothing
         rest, echoed = _echo_rest(words, qwords)
         bare = len(content) <= _SHORT
-        if (bare or (echoed and about)) \
+        if (bare or n_subject or (echoed and about)) \
                 and 0 < len(rest) <= (2 * _SHORT if has_cjk(masked) else _SHORT) \
                 and rest[0] not in _INDEFINITE and rest[-1] not in FUNCTION_WORDS \
                 and not rest[0].isdigit() and not is_placeholder(" ".join(rest), numeric) \
