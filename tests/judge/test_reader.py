@@ -203,3 +203,55 @@ def test_scorer_r14_the_subject_is_never_the_gold_it_contains():
     # query_00000024
     assert _score("\nAlbania\nAnswer:\nAlbania", "Fill in the blank: The capital of Albania "
                   "is ____.", ALBANIA, ["Tirana"], ["Kabul"]) == ("incorrect", "albania")
+
+
+LEIPZIG = ("1. FC Lokomotive Leipzig",)
+CITIES = EntityLexicon({"ENTITY_Q2079": ("Leipzig", ["Leipzig", "莱比锡", "Лейпциг"])})
+
+
+def test_j8_a_part_or_garbled_form_of_the_subjects_name_is_an_answer_of_its_own(gazetteer):
+    # SmolLM2, query_00012968 and query_00012970 (dev): "Leipzig" inside the club's name is
+    # not the city; query_00012971: "FC" alone is a fragment
+    q = "Where is the headquarters of 1. FC Lokomotive Leipzig?"
+    assert read(" FC Leipzig FC\nThe answer is: FC Leipzig FC", q, LEIPZIG, CITIES,
+                gazetteer)[:2] == ("ANSWER", "SEMANTIC_fc leipzig fc")
+    assert read("\nThe answer is: FC Loka\n\nThe answer is: FC Loka", q, LEIPZIG, CITIES,
+                gazetteer)[2].casefold() == "fc loka"
+    assert read("\nThe answer is: FC\n\nThe answer is: FC", q, LEIPZIG, CITIES,
+                gazetteer)[0] == "UNPARSEABLE"
+
+
+def test_j4_a_json_record_answers_only_in_its_answer_field(gazetteer):
+    # SmolLM2, query_00018247 (dev): a JSON record describing the subject
+    raw = '\n\n```\n{\n  "id": 1,\n  "name": "A Pale Horse Named Death",\n '
+    q = ('Where was A Pale Horse Named Death founded? Respond in JSON as {"answer": "..."}.')
+    assert read(raw, q, ("A Pale Horse Named Death",), CITIES, gazetteer)[0] == "UNPARSEABLE"
+    assert read('{"answer": "Leipzig"}', q, ("A Pale Horse Named Death",), CITIES,
+                gazetteer)[1] == "ENTITY_Q2079"
+
+
+def test_j4_an_invented_option_list_counts_only_its_pick(gazetteer):
+    # Gemma, query_00007639 (dev): options made up, then "Answer:" picks "A. India"
+    india = EntityLexicon({"ENTITY_Q668": ("India", ["India"]), "ENTITY_Q148": ("China",
+                                                                              ["China"])})
+    q = "Manyakheta is located in India. In which country is Aden located?"
+    raw = "\nA. India\nB. China\nC. Brazil\nD. Argentina\nAnswer:\nA. India\n"
+    assert read(raw, q, ("Aden",), india, gazetteer)[:2] == ("ANSWER", "ENTITY_Q668")
+    # query_00005928: no pick
+    raw = "\nA.\nThe island is located in the middle of the ocean.\nB.\nThe island is located in"
+    assert read(raw, "Alexander Island belongs to the continent of", ("Alexander Island",),
+                india, gazetteer)[0] == "UNPARSEABLE"
+
+
+def test_j5_the_island_refers_to_the_subject(gazetteer):
+    # Gemma, query_00005929 (dev): "The island" is Alexander Island, so the sentence is about
+    # the subject and the continent it names is its answer
+    raw = ("\n\nThe answer is A.\n\nExplanation:\n\nThe island is located in the middle of the "
+           "continent of Africa.\n\n")
+    got = read(raw, "Alexander Island is a part of the continent of", ("Alexander Island",),
+               EntityLexicon({}), gazetteer)
+    assert got[:3] == ("ANSWER", "ENTITY_Q15", "africa")
+    # query_00009351: the prompt repeated names the subject with function words only: an echo
+    assert read("\nArisaka, who was from\nAnswer:\nArisaka, who was from\nAnswer:\nAr",
+                "Arisaka, who was from", ("Arisaka",), EntityLexicon({}),
+                gazetteer)[0] == "UNPARSEABLE"

@@ -98,6 +98,7 @@ _ABSTENTION = phrase_pattern(score_lex.ABSTENTION)
 _DESCRIPTION = re.compile(
     r"^\W*(?:is|was|are|est|etait|es|era|ist|war|является|это|—|-)\s+"
     r"(?:a|an|un|une|una|uno|ein|eine|einer)\b")
+_ARTICLES = frozenset("the a an le la les l el los las der die das den dem des".split())
 _INDEFINITE = frozenset({"a", "an", "un", "une", "ein", "eine", "einen", "uno", "una"})
 _FUNCTION = FUNCTION_WORDS
 #: a prompt ending with one of these is a finished sentence: the continuation starts anew
@@ -162,6 +163,7 @@ class _Context:
         self._anaphor = re.compile(
             r"(?<!\w)(?:the|this|le|la|l'|el|der|die|das|этот|эта)\s+(?:" +
             "|".join(re.escape(w) for w in heads) + r")(?!\w)") if heads else None
+        self._name_words = frozenset(w for m in mentions for w in _tokens(normalize(m)))
         self._mention_patterns = [
             re.compile(re.escape(m) if has_cjk(m) else r"(?<!\w)" + re.escape(m) + r"(?!\w)")
             for m in sorted({normalize(x) for x in mentions if x.strip()},
@@ -219,6 +221,13 @@ class _Context:
         the subject and counts as naming it.
         """
         return len(self._anaphor.findall(stripped)) if self._anaphor is not None else 0
+
+    def from_subject_name(self, words: list[str]) -> bool:
+        """J8: more than half of the content words are words (or starts) of the subject's name."""
+        content = [w for w in words if w not in _FUNCTION]
+        hits = [w for w in content
+                if any(n == w or (len(w) >= 3 and n.startswith(w)) for n in self._name_words)]
+        return bool(content) and 2 * len(hits) > len(content)
 
     def is_fragment(self, words: list[str]) -> bool:
         """J8: words that are all the query's own, or starts of them (a cut-off echo)."""
@@ -367,7 +376,9 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
     n_subject += ctx.anaphors(stripped)
     words = _tokens(stripped)
     if not [w for w in words if w not in _FUNCTION]:
-        return _subject_answer(sentence, ctx) if n_subject else None  # J5
+        # J5: only the subject (and articles) named; "Arisaka, who was from" echoes the prompt
+        only = n_subject and all(w in _ARTICLES for w in words)
+        return _subject_answer(sentence, ctx) if only else None
     long_sentence = len(words) > STRING_MAX_WORDS
 
     def distractor(lex: EntityLexicon, key: str, span: str) -> bool:
@@ -382,6 +393,20 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
         rest = [w for w in _tokens(stripped.replace(span, " ")) if w not in _FUNCTION]
         return bool(rest) and (long_sentence or ctx.in_query(lex, key))
 
+    content = [w for w in words if w not in _FUNCTION]
+    if not n_subject and len(content) <= STRING_MAX_WORDS and ctx.from_subject_name(words):
+        # J8: a bare answer made of the subject's own words (a part or a garbled form of its
+        # name: "FC Leipzig" for 1. FC Lokomotive Leipzig) is an answer of its own, even where
+        # it holds a known name ("Leipzig" inside the club's name is not the city); a known
+        # entity that is the whole line ("Airbus" for Airbus A320) stays that entity below
+        whole = ctx.lexicon.resolve(stripped)
+        span = ctx.lexicon.alias_in(stripped, whole.key) if whole.key else None
+        if span is None or [w for w in _tokens(stripped.replace(span, " "))
+                            if w not in _FUNCTION]:
+            key = semantic_key(sentence)
+            if len(key) >= 3 and _looks_named(key, sentence):
+                return Reading("ANSWER", clean(sentence), f"SEMANTIC_{key}", clean(sentence),
+                               0.5, "J8")
     res = ctx.lexicon.resolve(ctx.shadow(stripped, sentence))
     if res.kind == "entity" and res.key is not None:
         span = ctx.lexicon.alias_in(stripped, res.key) or ""
@@ -401,6 +426,11 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
     if _DESCRIPTION.match(stripped):
         return None  # J8: "<subject> is a country in ..." describes, answers nothing
     rest, echoed = ctx.echo_rest(stripped)
+    if bare:  # J8: a bare line is its own answer (only leading function words dropped)
+        lead = stripped.split()
+        while lead and lead[0] in _FUNCTION:
+            lead.pop(0)
+        rest = " ".join(lead)
     head = _ASIDE.split(rest, maxsplit=1)[0].strip()
     if ctx.gazetteer is not None:
         short_head = head if len(_tokens(head)) <= STRING_MAX_WORDS else ""
@@ -421,8 +451,8 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
     if not _looks_named(head, sentence):
         return None  # J8: "the country" is no name
     key = semantic_key(head)
-    if not key or not has_content(key) or key[:1].isdigit() and not ctx.numeric:
-        return None
+    if len(key) < 3 or not has_content(key) or key[:1].isdigit() and not ctx.numeric:
+        return None  # J8: "FC" alone is a fragment
     hw = _tokens(key)
     if (len(hw) > STRING_MAX_CJK) if has_cjk(key) else \
             (len(hw) > STRING_MAX_WORDS or hw[0] in _INDEFINITE or hw[-1] in _FUNCTION):

@@ -180,9 +180,20 @@ FUNCTION_WORDS = frozenset(
     answer answers réponse reponse respuesta antwort ответ question""".split())
 
 
+_JSON_FIELD = re.compile(r'^[\s{\[,]*"([^"]{1,40})"\s*:\s*(.*?)[\s,}\]]*$')
+_JSON_ANSWER = re.compile(r"(?i)^(?:answer|r[ée]ponse|respuesta|antwort|ответ|答案)$")
+
+
 def strip_line(line: str) -> str:
-    """J2: HTML/markdown marks, bullets and answer cues off one line (repeatedly), cleaned."""
+    """J2: HTML/markdown marks, bullets and answer cues off one line (repeatedly), cleaned.
+
+    A JSON field (``{"answer": "Kabul"}``) gives its value when it is an answer field, and
+    nothing otherwise (``"id": 1``, ``"name": ...`` describe, they do not answer).
+    """
     text = _TAG.sub("", line)
+    field = _JSON_FIELD.match(text)
+    if field is not None:
+        text = field.group(2) if _JSON_ANSWER.match(field.group(1).strip()) else ""
     while True:
         before = text
         text = _BULLET.sub("", text)
