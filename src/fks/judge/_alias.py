@@ -63,10 +63,23 @@ class AliasJudge:
         """Assign every answer of every group (see the module docstring)."""
         return [self._cluster_group(g) for g in groups]
 
+    def __init__(self) -> None:
+        # answers repeat (the same continuation to the same query text): read each once
+        self._memo: dict[tuple[Any, ...], Assignment] = {}
+
     def _cluster_group(self, group: AnswerGroup) -> GroupResult:
         numeric = group.answer_type in _NUMERIC_TYPES
-        raw = [assign_alias(item, group.lexicon, group.mentions, group.gazetteer,
-                            numeric=numeric, question=group.question) for item in group.items]
+        raw = []
+        for item in group.items:
+            key = (item.raw_response, item.query or group.question, item.generation_ok,
+                   group.mentions, id(group.lexicon), id(group.gazetteer), numeric)
+            got = self._memo.get(key)
+            if got is None:
+                got = assign_alias(item, group.lexicon, group.mentions, group.gazetteer,
+                                   numeric=numeric, question=group.question)
+                if len(self._memo) < 500_000:
+                    self._memo[key] = got
+            raw.append(got)
         # one canonical meaning per cluster: the first member's
         canon: dict[str, str | None] = {}
         for a in raw:

@@ -67,6 +67,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from fks.judge._lexicon import EntityLexicon, semantic_key
@@ -149,25 +150,37 @@ def _tokens(text: str) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=65536)
+def _query_parts(query: str) -> tuple[str, frozenset[str]]:
+    norm = normalize(query)
+    return norm, frozenset(_tokens(norm))
+
+
+@lru_cache(maxsize=65536)
+def _mention_parts(mentions: tuple[str, ...]
+                   ) -> tuple[re.Pattern[str] | None, frozenset[str], list[re.Pattern[str]]]:
+    """Build the subject's anaphor pattern (J5), name words (J8) and alias patterns, once."""
+    heads = sorted({w for m in mentions for w in _tokens(normalize(m))
+                    if len(w) > 2 and w.isalpha() and not has_cjk(w) and w not in _FUNCTION})
+    anaphor = re.compile(
+        r"(?<!\w)(?:the|this|le|la|l'|el|der|die|das|этот|эта)\s+(?:" +
+        "|".join(re.escape(w) for w in heads) + r")(?!\w)") if heads else None
+    name_words = frozenset(w for m in mentions for w in _tokens(normalize(m)))
+    patterns = [
+        re.compile(re.escape(m) if has_cjk(m) else r"(?<!\w)" + re.escape(m) + r"(?!\w)")
+        for m in sorted({normalize(x) for x in mentions if x.strip()},
+                        key=lambda m: (-len(m), m))]
+    return anaphor, name_words, patterns
+
+
 class _Context:
     """Everything fixed for one query: its words, the subject aliases, the lexicons."""
 
     def __init__(self, query: str, mentions: tuple[str, ...], lexicon: EntityLexicon,
                  gazetteer: EntityLexicon | None, numeric: bool) -> None:
-        self.query_norm = normalize(query)
-        self.query_words = frozenset(_tokens(self.query_norm))
+        self.query_norm, self.query_words = _query_parts(query)
         self.mentions = mentions
-        heads = sorted({w for m in mentions for w in _tokens(normalize(m))
-                        if len(w) > 2 and w.isalpha() and not has_cjk(w)
-                        and w not in _FUNCTION})
-        self._anaphor = re.compile(
-            r"(?<!\w)(?:the|this|le|la|l'|el|der|die|das|этот|эта)\s+(?:" +
-            "|".join(re.escape(w) for w in heads) + r")(?!\w)") if heads else None
-        self._name_words = frozenset(w for m in mentions for w in _tokens(normalize(m)))
-        self._mention_patterns = [
-            re.compile(re.escape(m) if has_cjk(m) else r"(?<!\w)" + re.escape(m) + r"(?!\w)")
-            for m in sorted({normalize(x) for x in mentions if x.strip()},
-                            key=lambda m: (-len(m), m))]
+        self._anaphor, self._name_words, self._mention_patterns = _mention_parts(mentions)
         self.lexicon = lexicon
         self.gazetteer = gazetteer
         self.numeric = numeric
