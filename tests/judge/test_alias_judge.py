@@ -72,9 +72,14 @@ def test_special_clusters_from_scorer_labels_and_generation_errors():
                    ("UNPARSEABLE", "UNPARSEABLE", "REVIEW_REQUIRED")]
 
 
-def test_two_known_entities_in_one_span_is_multiple():
-    res, verdicts = judge_one([item("Paris, not Berlin")])
-    assert (res.assignments[0].cluster_id, verdicts[0]) == ("MULTIPLE", "AMBIGUOUS")
+def test_a_list_or_alternative_of_known_entities_is_multiple_an_aside_is_not():
+    # J6: entities joined only by "or"/"and"/a comma offer several answers; otherwise the
+    # first entity named is the answer and the rest is an aside
+    res, verdicts = judge_one([item("Paris or Berlin"), item("Paris, Berlin"),
+                               item("Paris, not Berlin")])
+    got = [(a.cluster_id, v) for a, v in zip(res.assignments, verdicts, strict=True)]
+    assert got == [("MULTIPLE", "AMBIGUOUS"), ("MULTIPLE", "AMBIGUOUS"),
+                   ("ENTITY_Q90", "CORRECT")]
 
 
 def test_unknown_answers_cluster_by_normalised_text_with_lower_confidence():

@@ -92,3 +92,30 @@ def test_several_runs_get_a_leaderboard_and_paired_differences(tmp_path, configs
 def test_default_output_path_is_inside_the_run(tmp_path, configs):
     run = synthetic_run(tmp_path, internal=False)
     assert build_report([Path(run)], configs=configs, kts_bootstrap=False) == run / "report.html"
+
+
+def test_a_labelled_set_adds_the_judge_validation_block(tmp_path, configs, tiny_benchmark_dir):
+    import json
+
+    from report_runs import tiny_run
+
+    run = tiny_run(tmp_path, tiny_benchmark_dir)
+    rows = [json.loads(line) for line in (run / "judged.jsonl").open()]
+    labels = tmp_path / "labels.jsonl"
+    # the hand labels agree with the judge on every answer but the first one's correctness
+    hand = [{"query_id": r["query_id"], "kind": "ANSWER", "cluster_id": r["cluster_id"],
+             "correctness": r["correctness"], "split": "dev" if i % 2 else "test"}
+            for i, r in enumerate(rows)]
+    hand[0]["correctness"] = "INCORRECT" if rows[0]["correctness"] == "CORRECT" else "CORRECT"
+    labels.write_text("".join(json.dumps(h) + "\n" for h in hand))
+    html = build_report([run], configs=configs, out=tmp_path / "v.html", labels=labels,
+                        kts_bootstrap=False).read_text()
+    block = html.split("Judge validation (spec §18.6)")[1].split("</table>")[0]
+    splits = re.findall(r'<td class="text">(all|dev|test)</td><td class="text">judge</td>', block)
+    assert splits == ["all", "dev", "test"]
+    first = block.split("</tr>")[1]  # the judge on all answers: kinds agree, one verdict not
+    assert f"<td>{len(rows)}</td><td>1.000</td>" in first
+    assert "<td>1.000</td>" * 7 not in first
+    plain = build_report([run], configs=configs, out=tmp_path / "p.html",
+                         kts_bootstrap=False).read_text()
+    assert "Judge validation" not in plain

@@ -1,9 +1,12 @@
 """``fks judge agreement A B``: judge consistency (spec §18.6).
 
 ``A`` is a judged file (``RUN/judged.jsonl``); ``B`` is another judged file or a
-human-labelled sample: JSONL rows with ``query_id`` and any of ``extracted_answer``,
-``cluster_id``, ``correctness`` (a row is compared only on the fields it has). On the query ids
-present in both (per ``B`` row; ``A``'s fact ids and analysis groups are used):
+human-labelled sample: JSONL rows with ``query_id`` and any of ``kind``, ``extracted_answer``,
+``cluster_id``, ``correctness``, ``condition_family``, ``split`` (a row is compared only on the
+fields it has). Rows are matched on ``(model, query_id)``: two runs of one benchmark share
+query ids, so a sample holding several models' answers names each row's ``model``; rows of
+other models are left out; a row without ``model`` matches a judged file of one model. On the
+answers present in both (per ``B`` row; ``A``'s fact ids and analysis groups are used):
 
 * **extraction accuracy** -- normalised ``extracted_answer`` equal (a null on both sides, "no
   answer extractable", agrees);
@@ -11,25 +14,42 @@ present in both (per ``B`` row; ``A``'s fact ids and analysis groups are used):
   group, the share of pairs on which both sides agree about "same cluster or not" (cluster ids
   need not be equal strings, only the partitions are compared);
 * **correctness accuracy**, **Cohen's kappa** and **Krippendorff's alpha** (nominal) on
-  ``correctness``.
+  ``correctness``;
+* **kind agreement** -- where both rows carry a kind (``B``'s ``kind``; ``A``'s judge
+  ``status``): ANSWER / ABSTAIN / MULTIPLE / UNPARSEABLE equal, with the confusion counts.
+  Extraction is then compared only where both say ANSWER (``A``'s extraction is the judge's
+  own ``judge_answer`` where the judged file has it, else the scorer's ``extracted_answer``);
+  normalised text equal after trimming punctuation (:func:`fks.judge.semantic_key`);
+* **per-fact BCS gap** -- for each fact (and analysis group) with at least two compared
+  answers, BCS (spec §16.1, :func:`fks.metrics.behavior.compute_bcs_bes`, over the families
+  present) from ``A``'s clusters and from ``B``'s; the mean absolute difference and both means.
+
+``split`` (``--split dev|test``) keeps only the ``B`` rows whose ``split`` field has that
+value. :func:`judge_agreement` also measures the five-label scorer's labels found in the
+judged file (``label``: ``correct``/``incorrect`` are ANSWER with correctness
+CORRECT/INCORRECT, ``ambiguous`` is MULTIPLE/AMBIGUOUS, ``abstain`` ABSTAIN/ABSTAIN,
+``unparseable`` UNPARSEABLE/REVIEW_REQUIRED; its extraction is ``extracted_answer``; its
+clusters are none, so only kind, extraction and correctness) against the same ``B`` rows:
+``scorer`` in the output.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from fks.data.schema import Correctness, JudgedRecord
 from fks.errors import FksInputError
 from fks.io import iter_jsonl
+from fks.judge._lexicon import semantic_key
 from fks.judge._run import analysis_group
 from fks.metrics.stats import cohen_kappa, krippendorff_alpha_nominal
-from fks.text import normalize
 
 __all__ = ["judge_agreement", "LabelRow", "compare_labels"]
 
@@ -40,27 +60,101 @@ class LabelRow(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     query_id: str
+    model: str | None = None
     extracted_answer: str | None = None
     cluster_id: str | None = None
     correctness: Correctness | None = None
+    kind: Literal["ANSWER", "ABSTAIN", "MULTIPLE", "UNPARSEABLE"] | None = None
+    condition_family: str | None = None
+    split: str | None = None
 
 
-def _read_labels(path: Path) -> dict[str, LabelRow]:
+def _read_labels(path: Path, models: set[str]) -> dict[str, LabelRow]:
+    """Read a labelled sample keyed like the judged file (see :func:`_key`).
+
+    A row naming a ``model`` not in ``models`` (another run's answers) is left out.
+    """
     rows: dict[str, LabelRow] = {}
     first_line: dict[str, int] = {}
+    one = next(iter(models)) if len(models) == 1 else None
     for line, row in iter_jsonl(path, LabelRow):
         assert isinstance(row, LabelRow)
-        if row.query_id in rows:
+        model = row.model if row.model is not None else one
+        if row.model is not None and row.model not in models:
+            continue
+        key = _key(model, row.query_id)
+        if key in rows:
             raise FksInputError(f"duplicate query {row.query_id!r} (first on line "
-                                f"{first_line[row.query_id]})", path=path, line=line,
-                                field="query_id")
-        rows[row.query_id] = row
-        first_line[row.query_id] = line
+                                f"{first_line[key]})", path=path, line=line, field="query_id")
+        rows[key] = row
+        first_line[key] = line
     return rows
 
 
+def _key(model: str | None, query_id: str) -> str:
+    """Rows are matched by model and query id (two runs of one benchmark share query ids)."""
+    return f"{model}\x1f{query_id}"
+
+
+_ARTICLE = re.compile(r"^(?:the|a|an|le|la|les|l'|el|los|las|der|die|das)\s*(?=\w)")
+
+
 def _norm(text: str | None) -> str | None:
-    return None if text is None else normalize(text)
+    """Normalise an extraction: :func:`semantic_key`, a leading article dropped.
+
+    So ``The United States of America`` = ``United States of America``.
+    """
+    return None if text is None else _ARTICLE.sub("", semantic_key(text))
+
+
+KINDS = ("ANSWER", "ABSTAIN", "MULTIPLE", "UNPARSEABLE")
+#: the five-label scorer's label -> (kind, correctness)
+SCORER_LABELS: dict[str, tuple[str, str]] = {
+    "correct": ("ANSWER", "CORRECT"),
+    "incorrect": ("ANSWER", "INCORRECT"),
+    "ambiguous": ("MULTIPLE", "AMBIGUOUS"),
+    "abstain": ("ABSTAIN", "ABSTAIN"),
+    "unparseable": ("UNPARSEABLE", "REVIEW_REQUIRED"),
+}
+
+
+def _bcs_gap(a: dict[str, str], b: dict[str, str], groups: dict[str, str],
+             families: dict[str, str]) -> dict[str, Any]:
+    """Per-fact BCS from both labelings (families present), mean |gap| and both means."""
+    from fks.metrics.behavior import compute_bcs_bes
+
+    by_group: dict[str, list[str]] = defaultdict(list)
+    for qid in a.keys() & b.keys():
+        by_group[groups[qid]].append(qid)
+    gaps: list[float] = []
+    bcs_a: list[float] = []
+    bcs_b: list[float] = []
+    for qids in by_group.values():
+        if len(qids) < 2:
+            continue
+        fams = sorted({families[q] for q in qids})
+        ra = compute_bcs_bes([{"condition_family": families[q], "cluster_id": a[q]}
+                              for q in qids], fams)["bcs"]
+        rb = compute_bcs_bes([{"condition_family": families[q], "cluster_id": b[q]}
+                              for q in qids], fams)["bcs"]
+        bcs_a.append(ra)
+        bcs_b.append(rb)
+        gaps.append(abs(ra - rb))
+    n = len(gaps)
+    return {"n_facts": n, "mean_abs_gap": sum(gaps) / n if n else None,
+            "mean_bcs_a": sum(bcs_a) / n if n else None,
+            "mean_bcs_b": sum(bcs_b) / n if n else None}
+
+
+def _kinds(a: dict[str, LabelRow], b: dict[str, LabelRow], common: list[str]
+           ) -> dict[str, Any]:
+    both = [q for q in common if a[q].kind is not None and b[q].kind is not None]
+    confusion = {ka: {kb: 0 for kb in KINDS} for ka in KINDS}
+    for q in both:
+        confusion[a[q].kind][b[q].kind] += 1  # type: ignore[index]
+    agree = sum(a[q].kind == b[q].kind for q in both)
+    return {"n": len(both), "accuracy": _ratio(agree, len(both)),
+            "confusion_a_by_b": confusion}
 
 
 def _pair_agreement(a: dict[str, str], b: dict[str, str], groups: dict[str, str]
@@ -92,8 +186,14 @@ def compare_labels(a: dict[str, LabelRow], b: dict[str, LabelRow], groups: dict[
     """
     common = sorted(a.keys() & b.keys())
     has = "model_fields_set"
+
+    def answers(q: str) -> bool:  # with kinds on both sides: only where both say ANSWER
+        if a[q].kind is not None and b[q].kind is not None:
+            return a[q].kind == b[q].kind == "ANSWER"
+        return True
+
     ext = [q for q in common if "extracted_answer" in getattr(a[q], has)
-           and "extracted_answer" in getattr(b[q], has)]
+           and "extracted_answer" in getattr(b[q], has) and answers(q)]
     ext_ok = sum(_norm(a[q].extracted_answer) == _norm(b[q].extracted_answer) for q in ext)
     clus_a = {q: a[q].cluster_id for q in common if a[q].cluster_id is not None}
     clus_b = {q: b[q].cluster_id for q in common if b[q].cluster_id is not None}
@@ -101,8 +201,11 @@ def compare_labels(a: dict[str, LabelRow], b: dict[str, LabelRow], groups: dict[
     cor = [q for q in common if a[q].correctness is not None and b[q].correctness is not None]
     la = [a[q].correctness for q in cor]
     lb = [b[q].correctness for q in cor]
+    families = {q: (b[q].condition_family or a[q].condition_family or "") for q in common}
     return {
         "n_overlap": len(common),
+        "kind": _kinds(a, b, common),
+        "bcs_gap": _bcs_gap(clus_a, clus_b, groups, families),  # type: ignore[arg-type]
         "extraction": {"n": len(ext), "accuracy": _ratio(ext_ok, len(ext))},
         "cluster_equivalence": {"n_answers": len(clus_a.keys() & clus_b.keys()),
                                 "n_pairs": pairs, "accuracy": _ratio(pairs_ok, pairs)},
@@ -120,26 +223,49 @@ def _finite(x: float) -> float | None:
     return None if math.isnan(x) else x
 
 
-def judge_agreement(judged: str | Path, other: str | Path) -> dict[str, Any]:
+def judge_agreement(judged: str | Path, other: str | Path, *, split: str | None = None
+                    ) -> dict[str, Any]:
     """Compare a judged file with another judged file or a human-labelled sample.
+
+    Args:
+        judged: ``RUN/judged.jsonl``.
+        other: another judged file, or a labelled sample (see the module docstring).
+        split: keep only ``other``'s rows whose ``split`` is this (``dev``/``test``).
 
     Raises:
         FksInputError: a bad row in either file (file, line, field), or no overlap at all.
     """
     judged, other = Path(judged), Path(other)
     a: dict[str, LabelRow] = {}
+    scorer: dict[str, LabelRow] = {}
     groups: dict[str, str] = {}
     for _, rec in iter_jsonl(judged, JudgedRecord):
         assert isinstance(rec, JudgedRecord)
-        a[rec.query_id] = LabelRow.model_validate(
-            {"query_id": rec.query_id, "extracted_answer": rec.extracted_answer,
-             "cluster_id": rec.cluster_id, "correctness": rec.correctness})
-        groups[rec.query_id] = rec.fact_id + "|" + analysis_group(
+        extra = rec.model_extra or {}
+        own = extra.get("judge_answer", rec.extracted_answer) if "judge_answer" in extra \
+            else rec.extracted_answer
+        a[_key(rec.model, rec.query_id)] = LabelRow.model_validate(
+            {"query_id": rec.query_id, "extracted_answer": own, "cluster_id": rec.cluster_id,
+             "correctness": rec.correctness, "kind": rec.status,
+             "condition_family": rec.condition_family})
+        if rec.label in SCORER_LABELS:
+            kind, cor = SCORER_LABELS[rec.label]
+            scorer[_key(rec.model, rec.query_id)] = LabelRow.model_validate(
+                {"query_id": rec.query_id, "extracted_answer": rec.extracted_answer,
+                 "correctness": cor, "kind": kind, "condition_family": rec.condition_family})
+        groups[_key(rec.model, rec.query_id)] = f"{rec.model}|{rec.fact_id}|" + analysis_group(
             rec.use_for_main_forward, rec.use_for_reverse_analysis,
             rec.use_for_recognition_analysis, rec.condition_family)
-    b = _read_labels(other)
+    b = _read_labels(other, {k.split("\x1f", 1)[0] for k in a})
+    if split is not None:
+        b = {q: r for q, r in b.items() if r.split == split}
     result = compare_labels(a, b, groups)
     if result["n_overlap"] == 0:
-        raise FksInputError(f"no query_id in common with {judged}", path=other,
+        raise FksInputError(f"no query_id in common with {judged}"
+                            + (f" in split {split!r}" if split else ""), path=other,
                             field="query_id")
-    return {"a": str(judged), "b": str(other), **result}
+    out: dict[str, Any] = {"a": str(judged), "b": str(other), "split": split, **result}
+    if scorer:
+        sc = compare_labels(scorer, b, groups)
+        out["scorer"] = {k: sc[k] for k in ("n_overlap", "kind", "extraction", "correctness")}
+    return out

@@ -1,20 +1,17 @@
 """The alias judge (``--judge alias``, the default): deterministic, offline, fast.
 
-Step one (reference-blind) for one answer, in this order:
+Step one (reference-blind) reads each raw continuation as a careful grader would
+(:func:`fks.judge.read_answer`, rules J1-J10 of :mod:`fks.judge._reader`): empty answers,
+repeated questions, placeholders, subject echoes and option lists are ``UNPARSEABLE``; an
+answer inside a sentence is found by the entity it names (the relation's lexicon first, then
+the gazetteer of every entity in six languages, so one wrong entity is one cluster in every
+language); conflicting answers are ``MULTIPLE``; abstention phrases are ``ABSTAIN``; a short
+answer naming no known entity is a string cluster ``SEMANTIC_<key>``. A generation error or
+timeout is ``UNPARSEABLE``. The scorer's labels are not used (its ``correct``/``incorrect``
+depend on the gold answer; the judge reads the raw text itself).
 
-1. the scorer's reference-blind labels become special clusters: ``abstain`` -> ``ABSTAIN``,
-   ``ambiguous`` -> ``MULTIPLE``, ``unparseable`` and every generation error/timeout ->
-   ``UNPARSEABLE``; an empty span is ``UNPARSEABLE`` too;
-2. the span (the scorer's ``extracted_answer``, else the response's first segment) is resolved
-   against the relation's lexicon -- every entity filling that slot anywhere in the benchmark,
-   with all its aliases in every language -- preferring the longest matching alias:
-   one entity -> ``ENTITY_<Qid>`` (confidence 1.0); aliases of two different entities ->
-   ``MULTIPLE``, unless blanking out the question's own entity (``Germany borders France``
-   asked about Germany) leaves one; one alias shared by several entities ->
-   ``SEMANTIC_<alias>`` (0.7);
-3. otherwise a string cluster ``SEMANTIC_<key>`` (confidence 0.5), the key being the
-   normalised span up to its first comma, semicolon, parenthesis or dash-separated aside
-   (``Lyon, a big city`` and ``Lyon`` are one answer; the explanation is ignored, §3.1).
+Confidence: 1.0 for an entity (and special clusters), 0.7 for an alias naming several entities
+(``SEMANTIC_<alias>``), 0.5 for a string cluster.
 
 Clusters are assigned per answer from a fixed key, so within a group the "same cluster"
 relation is an equivalence by construction. Correctness is step two
@@ -23,11 +20,11 @@ relation is an equivalence by construction. Correctness is step two
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from fks import __version__
-from fks.judge._lexicon import EntityLexicon, semantic_key
+from fks.judge._lexicon import EntityLexicon
+from fks.judge._reader import read_answer
 from fks.judge._types import (
     MULTIPLE,
     UNPARSEABLE,
@@ -36,9 +33,8 @@ from fks.judge._types import (
     Assignment,
     GroupResult,
 )
-from fks.text import strip_mentions
 
-__all__ = ["AliasJudge", "HINT_CLUSTERS"]
+__all__ = ["AliasJudge", "HINT_CLUSTERS", "assign_alias"]
 
 #: scorer label -> special cluster (labels that do not depend on the gold answer)
 HINT_CLUSTERS: dict[str, tuple[str, str]] = {
@@ -47,10 +43,10 @@ HINT_CLUSTERS: dict[str, tuple[str, str]] = {
     "unparseable": (UNPARSEABLE, "UNPARSEABLE"),
 }
 
-_ASIDE = re.compile(r"[,;(（，；]| [-–—] ")
 ENTITY_CONFIDENCE = 1.0
 AMBIGUOUS_ALIAS_CONFIDENCE = 0.7
 STRING_CONFIDENCE = 0.5
+_NUMERIC_TYPES = frozenset({"number", "year", "date", "quantity", "count"})
 
 
 class AliasJudge:
@@ -67,45 +63,45 @@ class AliasJudge:
         """Assign every answer of every group (see the module docstring)."""
         return [self._cluster_group(g) for g in groups]
 
+    def __init__(self) -> None:
+        # answers repeat (the same continuation to the same query text): read each once
+        self._memo: dict[tuple[Any, ...], Assignment] = {}
+
     def _cluster_group(self, group: AnswerGroup) -> GroupResult:
-        raw = [assign_alias(item, group.lexicon, group.mentions) for item in group.items]
+        numeric = group.answer_type in _NUMERIC_TYPES
+        raw = []
+        for item in group.items:
+            key = (item.raw_response, item.query or group.question, item.generation_ok,
+                   group.mentions, id(group.lexicon), id(group.gazetteer), numeric)
+            got = self._memo.get(key)
+            if got is None:
+                got = assign_alias(item, group.lexicon, group.mentions, group.gazetteer,
+                                   numeric=numeric, question=group.question)
+                if len(self._memo) < 500_000:
+                    self._memo[key] = got
+            raw.append(got)
         # one canonical meaning per cluster: the first member's
         canon: dict[str, str | None] = {}
         for a in raw:
             canon.setdefault(a.cluster_id, a.canonical_meaning)
-        out = [
-            Assignment(a.cluster_id, canon[a.cluster_id], a.status, a.confidence) for a in raw
-        ]
+        out = [Assignment(a.cluster_id, canon[a.cluster_id], a.status, a.confidence, a.span)
+               for a in raw]
         return GroupResult(assignments=out, attempts=1)
 
 
-def assign_alias(item: AnswerItem, lexicon: EntityLexicon,
-                 mentions: tuple[str, ...] = ()) -> Assignment:
-    """Assign one answer to a cluster: step one of the alias judge (module docstring, 1-3).
+def assign_alias(item: AnswerItem, lexicon: EntityLexicon, mentions: tuple[str, ...] = (),
+                 gazetteer: EntityLexicon | None = None, *, numeric: bool = False,
+                 question: str = "") -> Assignment:
+    """Assign one answer to a cluster: step one of the alias judge (module docstring).
 
-    ``mentions`` are the aliases of the entity the question itself names.
+    ``mentions`` are the aliases of the entity the question itself names; ``question`` is
+    used when the item carries no query text of its own.
     """
-    hint = "unparseable" if not item.generation_ok else item.hint
-    if hint in HINT_CLUSTERS:
-        cid, status = HINT_CLUSTERS[hint]
-        return Assignment(cid, None, status, 1.0)  # type: ignore[arg-type]
-    key = semantic_key(item.span)
-    if not key:
+    if not item.generation_ok:
         return Assignment(UNPARSEABLE, None, "UNPARSEABLE", 1.0)
-    res = lexicon.resolve(item.span)
-    if res.kind == "conflict" and mentions:
-        stripped = strip_mentions(item.span, mentions)
-        again = lexicon.resolve(stripped) if stripped else res
-        if again.kind in ("entity", "ambiguous_alias"):
-            res = again
-    if res.kind == "entity":
-        assert res.key is not None
-        return Assignment(res.key, lexicon.canonical(res.key), "ANSWER", ENTITY_CONFIDENCE)
-    if res.kind == "conflict":
-        return Assignment(MULTIPLE, None, "MULTIPLE", 1.0)
-    if res.kind == "ambiguous_alias":
-        assert res.text is not None
-        return Assignment(f"SEMANTIC_{semantic_key(res.text)}", res.text, "ANSWER",
-                          AMBIGUOUS_ALIAS_CONFIDENCE)
-    head = semantic_key(_ASIDE.split(item.span, maxsplit=1)[0]) or key
-    return Assignment(f"SEMANTIC_{head}", item.span, "ANSWER", STRING_CONFIDENCE)
+    r = read_answer(item.raw_response, query=item.query or question, mentions=mentions,
+                    lexicon=lexicon, gazetteer=gazetteer, numeric=numeric)
+    if r.kind != "ANSWER" or r.key is None:
+        return Assignment(r.kind if r.kind != "ANSWER" else UNPARSEABLE, None,
+                          r.kind if r.kind != "ANSWER" else "UNPARSEABLE", 1.0)
+    return Assignment(r.key, r.canonical, "ANSWER", r.confidence, r.span)

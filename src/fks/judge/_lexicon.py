@@ -33,6 +33,7 @@ __all__ = [
     "semantic_key",
     "entity_key",
     "build_lexicons",
+    "build_gazetteer",
 ]
 
 _EDGE_PUNCT = re.compile(r"^[\W_]+|[\W_]+$")
@@ -123,6 +124,10 @@ class EntityLexicon:
             for a in self._aliases[key]:
                 keys_by_alias[a].add(key)
         self._keys = {a: frozenset(k) for a, k in keys_by_alias.items()}
+        #: aliases some entity spells with a lower-case initial (``physician``, ``iPhone``)
+        self._lower_ok = frozenset(
+            normalize(a) for _, (canonical, aliases) in entities.items()
+            for a in [canonical, *aliases] if a[:1].islower())
         self._cjk = frozenset(a for a in self._keys if has_cjk(a))
         self._spaced = frozenset(self._keys) - self._cjk
         self._cjk_first = self._first_char_index(self._cjk)
@@ -173,6 +178,19 @@ class EntityLexicon:
                             found.append((i, j, s))
         return found
 
+    def needs_capital(self, alias: str) -> bool:
+        """Tell whether every spelling of a normalised alias opens with a capital (a name)."""
+        return alias not in self._lower_ok and alias[:1].isalpha() and not has_cjk(alias[:1])
+
+    def keys_of(self, alias: str) -> frozenset[str]:
+        """Return the entities a normalised alias names."""
+        return self._keys.get(alias, frozenset())
+
+    def alias_in(self, text: str, key: str) -> str | None:
+        """Return the longest alias of entity ``key`` found in ``text`` (normalised), or None."""
+        hits = [a for _, _, a in self.find_all(text) if key in self._keys[a]]
+        return max(hits, key=len) if hits else None
+
     def resolve(self, text: str) -> Resolution:
         """Resolve a span: longest non-overlapping alias matches, then their entities.
 
@@ -204,6 +222,28 @@ class EntityLexicon:
             first = min(kept)[2]
             return Resolution("ambiguous_alias", text=first, keys=common)
         return Resolution("conflict", keys=frozenset().union(*(self._keys[m[2]] for m in kept)))
+
+
+def build_gazetteer(benchmark: Benchmark | None = None, *, packaged: bool = True
+                    ) -> EntityLexicon:
+    """Build one lexicon of every entity fks knows (the judge's gazetteer).
+
+    The benchmark's entities (all relations, subjects and objects, every alias) and, with
+    ``packaged``, the packaged mParaRel gazetteer (:mod:`fks.judge._gazetteer`); labels of one
+    Qid are merged.
+    """
+    from fks.judge._gazetteer import load_gazetteer
+
+    table: dict[str, tuple[str, list[str]]] = {}
+    if packaged:
+        for qid, labels in load_gazetteer().items():
+            table[f"ENTITY_{qid}"] = (labels[0], list(labels))
+    for fact in benchmark.facts if benchmark is not None else ():
+        for ent in (fact.object, fact.subject):
+            key = entity_key(ent.entity_id, ent.canonical)
+            canonical, aliases = table.get(key, (ent.canonical, []))
+            table[key] = (canonical, [*aliases, ent.canonical, *ent.aliases])
+    return EntityLexicon(table)
 
 
 def build_lexicons(benchmark: Benchmark) -> dict[tuple[str, str], EntityLexicon]:

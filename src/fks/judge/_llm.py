@@ -34,7 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from fks.generate.backends.base import GenerationBackend
 from fks.io import JsonlAppender, iter_jsonl
-from fks.judge._lexicon import semantic_key
+from fks.judge._lexicon import EntityLexicon, semantic_key
+from fks.judge._reader import subject_key
 from fks.judge._types import (
     MULTIPLE,
     REVIEW_REQUIRED,
@@ -43,6 +44,8 @@ from fks.judge._types import (
     Assignment,
     GroupResult,
 )
+from fks.score._extract import has_content
+from fks.text import strip_mentions
 
 __all__ = [
     "LLMJudge",
@@ -178,7 +181,13 @@ def _to_assignments(out: JudgeOutput, group: AnswerGroup) -> list[Assignment]:
     meaning = {c.cluster: c.canonical_meaning for c in out.clusters}
     cid: dict[int, tuple[str, str | None, str]] = {}
     for num, text in meaning.items():
-        res = group.lexicon.resolve(text)
+        if group.mentions and not has_content(strip_mentions(text, group.mentions)):
+            # J5: a meaning that names only the subject is the subject, not the gold it contains
+            cid[num] = (subject_key(text, group.mentions, group.lexicon, group.gazetteer)[0],
+                        text, "ANSWER")
+            continue
+        res = group.lexicon.resolve(strip_mentions(text, group.mentions)
+                                    if group.mentions else text)
         if res.kind == "entity":
             assert res.key is not None
             cid[num] = (res.key, text, "ANSWER")
@@ -187,6 +196,8 @@ def _to_assignments(out: JudgeOutput, group: AnswerGroup) -> list[Assignment]:
         elif res.kind == "ambiguous_alias":
             assert res.text is not None
             cid[num] = (f"SEMANTIC_{semantic_key(res.text)}", text, "ANSWER")
+        elif group.gazetteer is not None and (g := _gazetteer_key(group.gazetteer, text)):
+            cid[num] = (g, text, "ANSWER")  # outside the relation: the gazetteer's entity
         else:
             cid[num] = (f"SEMANTIC_{semantic_key(text)}", text, "ANSWER")
     canon: dict[str, str | None] = {}
@@ -200,6 +211,18 @@ def _to_assignments(out: JudgeOutput, group: AnswerGroup) -> list[Assignment]:
         canon.setdefault(cluster_id, text)
         result.append(Assignment(cluster_id, canon[cluster_id], status, a.confidence))  # type: ignore[arg-type]
     return result
+
+
+def _gazetteer_key(gazetteer: EntityLexicon, text: str) -> str | None:
+    """Return the gazetteer entity a canonical meaning names (the alias judge's rule, J6)."""
+    from fks.judge._reader import _qid_order  # noqa: PLC0415 - private helper, one rule
+
+    res = gazetteer.resolve(text)
+    if res.kind == "entity":
+        return res.key
+    if res.kind == "ambiguous_alias" and res.keys:
+        return min(res.keys, key=_qid_order)
+    return None
 
 
 class LLMJudge:

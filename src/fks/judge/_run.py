@@ -32,7 +32,13 @@ from fks.generate.manifest import update_run_manifest
 from fks.io import atomic_write_jsonl, iter_jsonl, sha256_file
 from fks.judge._alias import HINT_CLUSTERS
 from fks.judge._correctness import Reference, mark_clusters
-from fks.judge._lexicon import EntityLexicon, answer_span, build_lexicons, entity_key
+from fks.judge._lexicon import (
+    EntityLexicon,
+    answer_span,
+    build_gazetteer,
+    build_lexicons,
+    entity_key,
+)
 from fks.judge._types import REVIEW_REQUIRED, UNPARSEABLE, AnswerGroup, AnswerItem, Judge
 from fks.log import track
 from fks.runlock import locks_run_dir
@@ -65,12 +71,12 @@ class _Grouped:
     members: list[list[int]]  # record indices of each group, in item order
 
 
-def _item(rec: ScoredRecord) -> AnswerItem:
+def _item(rec: ScoredRecord, query: str = "") -> AnswerItem:
     hint = rec.label if rec.label in HINT_CLUSTERS else None
     return AnswerItem(
         query_id=rec.query_id, condition_family=rec.condition_family, language=rec.language,
         raw_response=rec.raw_response, span=answer_span(rec.raw_response, rec.extracted_answer),
-        hint=hint, generation_ok=rec.status == "ok",
+        hint=hint, generation_ok=rec.status == "ok", query=query,
     )
 
 
@@ -78,6 +84,7 @@ def build_groups(records: list[ScoredRecord], bench: Benchmark,
                  lexicons: dict[tuple[str, str], EntityLexicon] | None = None) -> _Grouped:
     """Group records for judging and build each group's gold reference (kept apart)."""
     lexicons = lexicons if lexicons is not None else build_lexicons(bench)
+    gazetteer = build_gazetteer(bench)
     queries = {q.query_id: q for q in bench.queries}
     by_key: dict[tuple[str, str, str, str], list[int]] = defaultdict(list)
     for i, rec in enumerate(records):
@@ -99,8 +106,10 @@ def build_groups(records: list[ScoredRecord], bench: Benchmark,
         out.groups.append(AnswerGroup(
             key=(model, fact_id, grp), relation=rel, target_slot=slot,
             answer_type=fact.answer_type, question=anchor.query,
-            lexicon=lexicons[(rel, slot)], items=tuple(_item(records[i]) for i in idx),
+            lexicon=lexicons[(rel, slot)],
+            items=tuple(_item(records[i], queries[records[i].query_id].query) for i in idx),
             mentions=tuple(dict.fromkeys([asked.canonical, *asked.aliases])),
+            gazetteer=gazetteer,
         ))
         out.refs.append(Reference(entity_key(ent.entity_id, ent.canonical),
                                   tuple(dict.fromkeys(gold)), fact.answer_type,
@@ -151,7 +160,7 @@ def judge_records(records: list[ScoredRecord], bench: Benchmark, judge: Judge
                 row["generation_status"] = row.pop("status")
                 row.update(cluster_id=a.cluster_id, canonical_meaning=a.canonical_meaning,
                            status=a.status, confidence=a.confidence, correctness=v,
-                           judge=judge.name)
+                           judge=judge.name, judge_answer=a.span)
                 rows[ri] = row
                 if v == "REVIEW_REQUIRED":
                     counts[f"review:{_review_reason(a.cluster_id, item.generation_ok)}"] += 1

@@ -62,6 +62,7 @@ class AnswerItem:
             ``unparseable``; generation errors are ``unparseable``), else None. The scorer's
             ``correct``/``incorrect`` labels are withheld: they depend on the gold answer.
         generation_ok: the generation status was ``ok``.
+        query: the query text the model saw (echoes of it are no answer).
     """
 
     query_id: str
@@ -71,6 +72,7 @@ class AnswerItem:
     span: str
     hint: str | None
     generation_ok: bool = True
+    query: str = ""
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,8 @@ class AnswerGroup:
         mentions: aliases of the entity the question names (the subject for object-slot
             groups, the object for reverse ones): an answer repeating the question is no
             second answer. Not the gold answer of the group.
+        gazetteer: every entity known to fks, all relations (the benchmark's and the packaged
+            gazetteer's), so a wrong answer outside the relation still gets its entity cluster.
     """
 
     key: tuple[str, str, AnalysisGroup]
@@ -98,16 +102,21 @@ class AnswerGroup:
     lexicon: EntityLexicon
     items: tuple[AnswerItem, ...]
     mentions: tuple[str, ...] = ()
+    gazetteer: EntityLexicon | None = None
 
 
 @dataclass(frozen=True)
 class Assignment:
-    """Step one's output for one answer (spec §3.1 judge output, less the ids)."""
+    """Step one's output for one answer (spec §3.1 judge output, less the ids).
+
+    ``span`` is the core answer the judge read (``None`` when it gives none).
+    """
 
     cluster_id: str
     canonical_meaning: str | None
     status: Status
     confidence: float
+    span: str | None = None
 
 
 @dataclass

@@ -65,12 +65,18 @@ def agreement_cmd(
         help="Another judged file, or a human-labelled JSONL sample (query_id + any of "
         "extracted_answer, cluster_id, correctness).")],
     out: Annotated[Path | None, typer.Option(help="Also write the report here (JSON).")] = None,
+    split: Annotated[str | None, typer.Option(
+        help="Compare only the labelled rows of this split (their `split` field: dev, test)."
+    )] = None,
 ) -> None:
-    """Judge consistency (spec §18.6): extraction, clusters, correctness, kappa, alpha."""
+    """Judge consistency (spec §18.6): kinds, extraction, clusters, correctness, BCS gap.
+
+    Also kappa and alpha, and the five-label scorer's labels against the same rows.
+    """
     from fks.io import atomic_write_json
     from fks.judge import judge_agreement
 
-    report = judge_agreement(judged, other)
+    report = judge_agreement(judged, other, split=split)
     if out is not None:
         atomic_write_json(out, report)
     typer.echo(json.dumps(report, ensure_ascii=False, indent=2))

@@ -409,10 +409,39 @@ def _run_context(r: ReportRun, families: Sequence[str]) -> dict[str, Any]:
     }
 
 
+def _judge_validation(r: ReportRun, labels: str | Path | None) -> list[dict[str, Any]]:
+    """§18.6 figures of this run's judge (and scorer) against a labelled set, per split."""
+    judged = r.data.judged_path()
+    if labels is None or judged is None:
+        return []
+    from fks.judge import judge_agreement
+
+    rows: list[dict[str, Any]] = []
+    for split in (None, "dev", "test"):
+        try:
+            rep = judge_agreement(judged, labels, split=split)
+        except FksInputError:
+            continue  # no labelled answer of this run (in this split)
+        for who, part in (("judge", rep), ("scorer", rep.get("scorer"))):
+            if part is None:
+                continue
+            gap = part.get("bcs_gap") or {}
+            rows.append({
+                "split": split or "all", "who": who, "n": part["n_overlap"],
+                "kind": part["kind"]["accuracy"], "extraction": part["extraction"]["accuracy"],
+                "pairs": (part.get("cluster_equivalence") or {}).get("accuracy"),
+                "accuracy": part["correctness"]["accuracy"],
+                "kappa": part["correctness"]["cohen_kappa"],
+                "alpha": part["correctness"]["krippendorff_alpha"],
+                "bcs_gap": gap.get("mean_abs_gap")})
+    return rows
+
+
 @locks_run_dir("run_dirs")
 def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str | Path | None
                  = None, reference: str | None = None, kts_bootstrap: bool = True,
-                 reuse: bool = True, explorer_on: bool = True) -> Path:
+                 reuse: bool = True, explorer_on: bool = True,
+                 labels: str | Path | None = None) -> Path:
     """Build the statistics, tables and the HTML report of one or more runs.
 
     Args:
@@ -424,6 +453,8 @@ def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str
         reuse: reuse cached bootstrap files whose fingerprint matches.
         explorer_on: also write the fact explorer beside the report
             (:func:`fks.report.explorer.explorer_path`) and link it.
+        labels: a hand-labelled answer set (``fks judge agreement``'s format); each run's
+            judge and scorer are measured against it (spec §18.6) in a judge-validation block.
 
     Returns:
         The path of the HTML file written.
@@ -447,7 +478,8 @@ def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str
         "forest": None,
         "behavior_plot": (plots.behavior_bars(s) if (s := _behavior_shares(runs)) else None),
         "iss_plot": plots.iss_by_layer(s) if (s := _iss_series(runs)) else None,
-        "runs": [_run_context(r, families) for r in runs], "explorer_href": None,
+        "runs": [_run_context(r, families) | {"judge_validation": _judge_validation(r, labels)}
+                 for r in runs], "explorer_href": None,
         "alerts": _alerts(runs),
     }
     if len(runs) > 1:

@@ -24,13 +24,17 @@ def report_cmd(
         help="Reuse RUN/metrics/bootstrap_* when inputs and settings are unchanged.")] = True,
     explorer: Annotated[bool, typer.Option(
         help="Also write the fact explorer (explorer.html beside the report).")] = True,
+    labels: Annotated[Path | None, typer.Option(
+        help="Hand-labelled answers (fks judge agreement format): adds a judge-validation "
+             "block (spec §18.6) per run.")] = None,
 ) -> None:
     """Write bootstrap intervals, tables (RUN/metrics/tables), the HTML report and explorer."""
     from fks.cli import get_configs
     from fks.report.build import build_report
 
     path = build_report(runs, configs=get_configs(), out=out, reference=reference,
-                        kts_bootstrap=kts_bootstrap, reuse=reuse, explorer_on=explorer)
+                        kts_bootstrap=kts_bootstrap, reuse=reuse, explorer_on=explorer,
+                        labels=labels)
     log.info("wrote %s", path)
 
 

@@ -119,6 +119,33 @@ Precedence: R9, then R7a, then R8, then R7b, then R11.
 
 **R12 Runs.** :func:`score_run` keeps every generation record: one whose ``status`` is not
 ``ok`` (error, timeout) is ``unparseable`` with ``extracted_answer`` None.
+
+**R13 Line reading** (when :func:`score_answer` gets the ``query``; :func:`score_run` passes it
+for every open question, recognition keeps R1/R10). Real continuations are read line by line,
+with the alias judge's line reader (:func:`fks.score._extract.answer_lines`, judge rules J2-J4):
+marks and cues are stripped per line; headers (``Explanation:``), option letters with no
+options (``The answer is C.``), list numbers, digit runs and evaluations (``100 % correct``) are
+skipped; a question line ends the answer once a line was read; an option list the model made
+up (two or more different letters) keeps only the option picked after an answer cue, else it
+is ``unparseable``; a line that is the start of a line already read (a loop cut by the budget)
+is skipped. Each remaining line is scored with R1-R11 in order; the first that names a
+candidate (and is not a full sentence about something else: no subject, not completing the
+prompt, other words besides the candidate) decides, and ``extracted_answer`` is then the alias
+named. A line naming no candidate is skipped when it echoes the question (all its words are
+the words of the query's sentences that name the subject, or function words) or describes the
+subject (``Albania is a country in ...``); otherwise it is ``incorrect`` when it is a short
+answer (at most four words after the question's own words, looking like a name: a capitalised
+word) given bare, about the subject or completing the prompt. No line decides:
+``unparseable``. So the first committed answer counts, and rival later lines do not.
+
+**R14 Subject echo.** The names of the entity the query asks about are blanked out of each line
+before matching (an occurrence inside a longer candidate name stays), so a line naming only the
+subject -- ``Apple II series`` asked which company makes the Apple II series, or ``Albania is
+the capital of Albania`` -- is ``incorrect`` with the subject as ``extracted_answer``, never
+correct for containing the gold ``Apple`` in its surface. A copy-flagged fact
+(``answer_in_subject_surface``) is correct only when the answer names the object itself.
+
+Version ``fks-score-2`` (R13, R14); ``fks-score-1`` read the first segment only.
 """
 
 from fks.score._run import ScoreSummary, competitor_index, render_summary, score_run

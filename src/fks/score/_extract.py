@@ -7,7 +7,17 @@ import unicodedata
 
 from fks.text import has_cjk
 
-__all__ = ["first_segment", "sentence_prefixes", "clean", "has_content", "letter_choice"]
+__all__ = [
+    "FUNCTION_WORDS",
+    "answer_lines",
+    "clean",
+    "first_segment",
+    "has_content",
+    "is_placeholder",
+    "letter_choice",
+    "sentence_prefixes",
+    "strip_line",
+]
 
 # R1: cue echoes stripped from the start ("Answer:", "A:", "The answer is", ...). "A:" is only
 # a cue when something follows it (a bare "A:" may be a recognition letter).
@@ -134,3 +144,129 @@ def letter_choice(segment: str) -> str | None:
     if m is None:
         return None
     return next(g for g in m.groups() if g)
+
+
+# --- Reading a real continuation line by line (rules R13 here, J2-J4 of fks.judge) -------------
+# Shared by the five-label scorer (R13) and the alias judge's reader (fks.judge._reader), so
+# that both read the same lines of a continuation as its answer region.
+
+_TAG = re.compile(r"</?[A-Za-z][^<>]{0,40}>|\*\*|__|`")
+_BULLET = re.compile(r"^\s*(?:[-*•·>#]+\s*)+")
+_OPTION = re.compile(r"^\(?([A-E])[.):）]\s*(?=\S)")
+_LETTER_ONLY = re.compile(r"^\(?[A-Z]\)?$")
+_OPTION_MARK = re.compile(r"^\(?([A-E])[.):）]?$")
+_LIST_NUMBER = re.compile(r"^\d{1,2}[.)]$")
+_HEADER = re.compile(r"^[^\W\d_]+(?:\s+[^\W\d_]+)?\s*[:：]$")
+_DIGITS = re.compile(r"^[\d\W_]+$")
+_EVALUATIVE = re.compile(
+    r"^(?:[\d\s%.,]*\s*)?(?:100\s*%\s*)?(?:correct|incorrect|true|false|right|wrong|yes|no|"
+    r"vrai|faux|verdadero|falso|richtig|falsch|верно|неверно|да|нет|对|错|正确|错误)\b",
+    re.IGNORECASE,
+)
+_QUESTION_START = re.compile(
+    r"^(?:q|question|query|pregunta|frage|вопрос|问题|問題|问|問)\s*\d*\s*[:：.]",
+    re.IGNORECASE,
+)
+#: function words of the six languages (and the cue nouns): they never make a line more than
+#: an echo of the question
+FUNCTION_WORDS = frozenset(
+    """a an the of in on at to for by from with is are was were be been being it its this that
+    which what who whom where when how as and or also called named known located
+    le la les l de du des d un une est sont a en au aux et ou qui que quel quelle dans par
+    el los las lo del al es son fue y o que cual cuál en con por para se
+    der die das den dem des ein eine einen ist sind war von vom im in zu zur zum und oder wer
+    welche welcher was mit bei auf
+    и в во на с со к по из у о об от что кто какой какая является это был была были
+    answer answers réponse reponse respuesta antwort ответ question""".split())
+
+
+_JSON_FIELD = re.compile(r'^[\s{\[,]*"([^"]{1,40})"\s*:\s*(.*?)[\s,}\]]*$')
+_JSON_ANSWER = re.compile(r"(?i)^(?:answer|r[ée]ponse|respuesta|antwort|ответ|答案)$")
+
+
+def strip_line(line: str) -> str:
+    """J2: HTML/markdown marks, bullets and answer cues off one line (repeatedly), cleaned.
+
+    A JSON field (``{"answer": "Kabul"}``) gives its value when it is an answer field, and
+    nothing otherwise (``"id": 1``, ``"name": ...`` describe, they do not answer).
+    """
+    text = _TAG.sub("", line)
+    field = _JSON_FIELD.match(text)
+    if field is not None:
+        text = field.group(2) if _JSON_ANSWER.match(field.group(1).strip()) else ""
+    while True:
+        before = text
+        text = _BULLET.sub("", text)
+        text = _CUE.sub("", text.lstrip(), count=1)
+        if text == before:
+            break
+    return clean(text)
+
+
+def is_placeholder(text: str, numeric: bool = False) -> bool:
+    """J4: tell whether a line holds no answer but a placeholder.
+
+    Placeholders: an option letter, a list number, a header, a run of digits (unless the
+    answer is numeric), an evaluation (``100 % correct``).
+
+    >>> [is_placeholder(t) for t in ("C", "1.", "Explanation:", "123 456", "Paris")]
+    [True, True, True, True, False]
+    """
+    if _LETTER_ONLY.match(text) or _LIST_NUMBER.match(text) or _HEADER.match(text):
+        return True
+    if not numeric and _DIGITS.match(text):
+        return True
+    return bool(_EVALUATIVE.match(text)) and len(text.split()) <= 4
+
+
+def answer_lines(raw: str, *, numeric: bool = False) -> tuple[list[str], set[str]]:
+    r"""J2-J4 / R13: the lines of a continuation that may hold its answer, in order.
+
+    Each line is stripped of marks and cues (:func:`strip_line`); lines without a letter or
+    digit, headers (``Explanation:``) and placeholders (:func:`is_placeholder`) are skipped;
+    a question line (ending in ``?``, or opening with ``Question:``/``Q:``/``问题：``) is
+    skipped before the first kept line and ends the region after it. An option marker
+    (``A.``, ``(B)``, or a letter alone on its line) is taken off a line and its letter noted.
+    When the region holds two or more different option letters the model wrote an option
+    list: then only a line that follows an answer cue (``Answer:`` then ``A. India``) and
+    opens with one of its letters is kept (the option picked), or none. Returns the lines and
+    the option letters seen in the region.
+
+    >>> answer_lines("\n\nAnswer:\nThe answer is <strong>C</strong>\nKabul\nQ: Why?\nParis")
+    (['Kabul'], set())
+    >>> lines, letters = answer_lines("\nA. India\nB. China\nAnswer:\nA. India\n")
+    >>> lines, sorted(letters)
+    (['India'], ['A', 'B'])
+    """
+    kept: list[tuple[str, bool]] = []  # (line, it is an option picked after a cue)
+    letters: set[str] = set()
+    cue_before = False
+    for line in raw.splitlines():
+        bare = _TAG.sub("", line).strip()
+        cued = bool(_CUE.match(bare))
+        if _HEADER.match(bare) and not cued:
+            cue_before = False
+            continue
+        m = _OPTION.match(bare) or _OPTION_MARK.match(bare)
+        text = strip_line(line)
+        if m and not (cued and not text):
+            letters.add(m.group(1))
+        if not has_content(text):
+            cue_before = cue_before or cued
+            continue
+        if text.endswith(("?", "？")) or _QUESTION_START.match(text):
+            if kept:
+                break
+            cue_before = False
+            continue
+        opt = _OPTION.match(text)
+        picked = bool(opt) and (cue_before or cued)
+        if opt:
+            text = text[opt.end():]
+        cue_before = False
+        if is_placeholder(text, numeric):
+            continue
+        kept.append((text, picked))
+    if len(letters) >= 2:
+        return [t for t, picked in kept if picked][:1], letters
+    return [t for t, _ in kept], letters

@@ -166,6 +166,10 @@ class _Scorer:
             competitor_aliases=self.competitors(fact, query.target_slot),
             options=query.options,
             option_letters=self.letters(query, gen) if query.options else None,
+            # R13/R14 read open questions line by line; recognition keeps R10's first segment
+            query=None if query.options else query.query,
+            subject_aliases=() if query.options else _names(
+                fact.subject if query.target_slot == "object" else fact.object),
         )
 
 

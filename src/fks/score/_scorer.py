@@ -5,14 +5,23 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import get_args
 
 from fks.data.schema import Fact, Label
 from fks.score import _lexicon as lex
 from fks.score._ambiguity import structurally_ambiguous
 from fks.score._dates import find_dates, find_years
-from fks.score._extract import first_segment, has_content, letter_choice, sentence_prefixes
+from fks.score._extract import (
+    FUNCTION_WORDS,
+    answer_lines,
+    first_segment,
+    has_content,
+    is_placeholder,
+    letter_choice,
+    sentence_prefixes,
+    strip_line,
+)
 from fks.score._match import (
     Entity,
     Mention,
@@ -28,7 +37,7 @@ from fks.text import has_cjk
 __all__ = ["ScoreResult", "AliasSet", "score_answer", "lettered_options", "SCORER_VERSION"]
 
 #: Recorded in run manifests; bump whenever a rule changes a label.
-SCORER_VERSION = "fks-score-1"
+SCORER_VERSION = "fks-score-2"
 
 _ABSTENTION = phrase_pattern(lex.ABSTENTION)
 _WORD = re.compile(r"\w+")
@@ -298,6 +307,8 @@ def score_answer(
     competitor_aliases: Iterable[str] = (),
     options: list[str] | None = None,
     option_letters: Mapping[str, str] | None = None,
+    query: str | None = None,
+    subject_aliases: Sequence[str] = (),
 ) -> ScoreResult:
     r"""Score one raw model response against the gold aliases (five labels, rules R1-R12).
 
@@ -312,6 +323,9 @@ def score_answer(
         options: recognition only: the options shown to the model (R10).
         option_letters: recognition only: ``{letter: option}`` when the prompt lettered the
             options (see :func:`lettered_options`); a bare letter answer is then accepted.
+        query: the query text the model saw; given (or ``subject_aliases`` given), the
+            continuation is read line by line (R13) instead of by its first segment only.
+        subject_aliases: the names of the entity the query asks about (R14).
 
     Raises:
         ValueError: ``gold_aliases`` holds no non-empty alias, or ``answer_granularity`` is
@@ -330,16 +344,172 @@ def score_answer(
     task = _Task.build(
         gold_aliases, answer_granularity, competitor_aliases, options or [], option_letters or {}
     )
-    segment = first_segment(raw_response)
+    if query is None and not subject_aliases:
+        return _score_segment(task, first_segment(raw_response))[0]
+    return _score_lines(task, raw_response, query or "", subject_aliases)
+
+
+def _score_segment(task: _Task, segment: str) -> tuple[ScoreResult, bool]:
+    """R1-R11 on one segment: the label, and whether the segment named a candidate."""
+    result, named, _ = _score_segment_mentions(task, segment)
+    return result, named
+
+
+def _score_segment_mentions(task: _Task, segment: str
+                            ) -> tuple[ScoreResult, bool, list[Mention]]:
+    """:func:`_score_segment`, also returning the mentions of the part scored."""
     if not has_content(segment):
-        return ScoreResult("unparseable")
-    result, _, mentions = task.judge(segment)
+        return ScoreResult("unparseable"), False, []
+    result, named, mentions = task.judge(segment)
     whole = {(m.key, m.alias) for m in mentions}
     for prefix in sentence_prefixes(segment):
-        head, named, head_mentions = task.judge(prefix)
+        head, head_named, head_mentions = task.judge(prefix)
         # R1: the shortest run of sentences that names a candidate is the answer; a cut that
         # splits an alias ("St. Louis") names something the whole segment does not, so it is
         # no answer boundary.
-        if named and {(m.key, m.alias) for m in head_mentions} <= whole:
-            return head
-    return result
+        if head_named and {(m.key, m.alias) for m in head_mentions} <= whole:
+            return head, True, head_mentions
+    return result, named, mentions
+
+
+def _tokens(text: str) -> list[str]:
+    return [t for w in _WORD.findall(text) for t in ([*w] if has_cjk(w) else [w])]
+
+
+def _mask_subject(text: str, subject: Sequence[str], task: _Task) -> tuple[str, int]:
+    """R14: blank the subject's names out of a normalised segment; count them.
+
+    An occurrence inside a longer candidate (gold, competitor, option) is that candidate's
+    name and stays (``Airbus A320`` as the answer to a reverse query about Airbus).
+    """
+    candidates = [task.gold, *task.options, *task.competitors.candidates(text)]
+    spans = [(m.start, m.end) for m in find_mentions(text, candidates)]
+    chars = list(text)
+    n = 0
+    for name in sorted({norm(x) for x in subject if x.strip()}, key=lambda m: (-len(m), m)):
+        for hit in phrase_pattern([name]).finditer("".join(chars)):
+            a, b = hit.span()
+            if any(x <= a and y >= b and y - x > b - a for x, y in spans):
+                continue
+            chars[a:b] = " " * (b - a)
+            n += 1
+    return " ".join("".join(chars).split()), n
+
+
+def _score_lines(task: _Task, raw: str, query: str, subject: Sequence[str]) -> ScoreResult:
+    """R13/R14: read the continuation line by line (see :mod:`fks.score`)."""
+    numeric = task.granularity in ("year", "date", "number")
+    lines, _ = answer_lines(raw, numeric=numeric)  # an option list keeps only its pick
+    qwords = _question_words(query, subject)
+    raw_lines = raw.lstrip(" \t").splitlines()
+    first = strip_line(raw_lines[0]) if raw_lines and raw_lines[0].strip() else None
+    continues = first is not None and not query.rstrip().endswith(_CLOSED)
+    seen: list[str] = []
+    for i, line in enumerate(lines):
+        segment = first_segment(line)
+        if not has_content(segment):
+            continue
+        norm_line = norm(segment)
+        if any(prev.startswith(norm_line) for prev in seen):
+            continue  # R13: the start of a line already read, again (a loop cut by the budget)
+        seen.append(norm_line)
+        masked, n_subject = _mask_subject(norm_line, subject, task)
+        words = _tokens(masked)
+        content = [w for w in words if w not in FUNCTION_WORDS]
+        if not content:
+            if n_subject:  # R14: the subject itself is the answer: never the gold
+                return ScoreResult("incorrect", _subject_name(norm_line, subject))
+            continue
+        result, named, mentions = _score_segment_mentions(task, masked)
+        about = n_subject > 0 or (continues and i == 0 and line == first)
+        if named and not about and mentions and _elsewhere(masked, mentions, query):
+            continue  # R13: a sentence about something else asserts nothing for our subject
+        if named or result.label in ("abstain", "ambiguous"):
+            core = segment
+            if result.label in ("correct", "incorrect") and mentions:
+                # R13: the extracted answer is the candidate named (gold first): the alias
+                # found, in its listed spelling
+                m = next((m for m in mentions if m.key == GOLD), mentions[0])
+                core = m.alias
+            return replace(result, extracted_answer=core)
+        if all(w in qwords for w in content):
+            if n_subject >= 2:  # R14: "Albania is the capital of Albania"
+                return ScoreResult("incorrect", _subject_name(norm_line, subject))
+            continue  # R13: an echo of the question
+        if _DESCRIPTION.match(masked):
+            continue  # R13: "<subject> is a country in ..." describes, answers nothing
+        rest, echoed = _echo_rest(words, qwords)
+        bare = len(content) <= _SHORT
+        if (bare or n_subject or (echoed and about)) \
+                and 0 < len(rest) <= (2 * _SHORT if has_cjk(masked) else _SHORT) \
+                and rest[0] not in _INDEFINITE and rest[-1] not in FUNCTION_WORDS \
+                and not rest[0].isdigit() and not is_placeholder(" ".join(rest), numeric) \
+                and _looks_named(rest, segment):
+            return ScoreResult("incorrect", " ".join(rest))
+    return ScoreResult("unparseable")
+
+
+def _elsewhere(masked: str, mentions: list[Mention], query: str) -> bool:
+    """R13: a line naming a candidate but about something else (as J6 of the judge).
+
+    It has words besides the candidates, and is a full sentence (more than four words) or
+    names an entity of the query (a ``context`` distractor's).
+    """
+    text = norm(masked)
+    rest = text
+    for m in sorted(mentions, key=lambda m: -m.start):
+        rest = rest[:m.start] + " " + rest[m.end:]
+    other = [w for w in _tokens(rest) if w not in FUNCTION_WORDS]
+    in_query = any(phrase_pattern([text[m.start:m.end]]).search(norm(query)) for m in mentions)
+    return bool(other) and (len(_tokens(text)) > _SHORT or in_query)
+
+
+def _subject_name(text: str, subject: Sequence[str]) -> str:
+    """R14: the longest subject name found in a normalised text."""
+    names = [n for n in {norm(x) for x in subject if x.strip()} if phrase_pattern([n]).search(text)]
+    return max(names, key=len) if names else text
+
+
+def _looks_named(rest: list[str], segment: str) -> bool:
+    """R13: tell whether an answer unknown to the scorer looks like a name.
+
+    One of its words is written with a capital, unless the script has no case or the segment
+    is written in one case throughout.
+    """
+    if has_cjk(segment) or segment.lower() == segment or segment.upper() == segment:
+        return True
+    wanted = set(rest)
+    return any(w[:1].isupper() and norm(w) in wanted for w in _WORD.findall(segment))
+
+
+_CLOSED = (".", "?", "!", "。", "？", "！", ":", "：")
+_SHORT = 4
+_INDEFINITE = frozenset({"a", "an", "un", "une", "ein", "eine", "einen", "uno", "una"})
+_DESCRIPTION = re.compile(
+    r"^\W*(?:is|was|are|est|etait|es|era|ist|war|является|это|—|-)\s+"
+    r"(?:a|an|un|une|una|uno|ein|eine|einer)\b")
+
+
+_QUERY_SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
+
+
+def _question_words(query: str, subject: Sequence[str]) -> frozenset[str]:
+    """R13: the words of the query's sentences that name the subject (all, if none does).
+
+    A sentence of the query that does not name the subject is a ``context`` distractor: a
+    line repeating its entity is a (wrong) answer, not an echo of the question.
+    """
+    names = [norm(x) for x in subject if x.strip()]
+    sentences = [norm(x) for x in _QUERY_SENTENCE.split(query) if x.strip()]
+    own = [x for x in sentences if any(phrase_pattern([n]).search(x) for n in names)]
+    return frozenset(w for x in (own or sentences) for w in _tokens(x))
+
+
+def _echo_rest(words: list[str], qwords: frozenset[str]) -> tuple[list[str], bool]:
+    """R13: the words after the question's own words at the start; whether there were any."""
+    i = 0
+    echoed = False
+    while i < len(words) and (words[i] in qwords or words[i] in FUNCTION_WORDS):
+        echoed = echoed or words[i] not in FUNCTION_WORDS
+        i += 1
+    return words[i:], echoed

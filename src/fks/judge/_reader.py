@@ -1,0 +1,544 @@
+r"""Reading a real continuation as a careful grader would: reference-blind, rule by rule.
+
+A base model's continuation is rarely a bare answer. It repeats the question, writes
+placeholders, answers inside a sentence, or runs on into new questions. :func:`read_answer`
+turns one raw continuation into a :class:`Reading` -- its kind (``ANSWER``, ``ABSTAIN``,
+``MULTIPLE``, ``UNPARSEABLE``), its core answer span and its cluster key -- without ever
+seeing the gold answer. It knows only the question, the aliases of the entity the question
+names (the *subject*), the relation's lexicon (every entity filling that slot anywhere in the
+benchmark) and the gazetteer (every entity of the benchmark and of the packaged mParaRel
+gazetteer, all relations, six languages; :mod:`fks.judge._gazetteer`).
+
+Rules (J1-J10; every rule is general: none is keyed to an entity, fact or answer string):
+
+* **J1 Empty.** An empty or blank continuation is ``UNPARSEABLE`` (no answer; never a cluster
+  of its own).
+* **J2 Lines and cues.** The continuation is read line by line. On each line, HTML/markdown
+  marks (``<strong>``, ``**``), bullets, and answer cues (``Answer:``, ``A:``,
+  ``The answer is``, ``Réponse :``, ``答案是`` ... the scorer's R1 list) are stripped,
+  repeatedly; a line left without a letter or digit is skipped (``Answer:`` alone).
+* **J3 Questions end the answer.** A line that is a question (ends with ``?``/``？``, or opens
+  with ``Question:``/``Q:``/``问题：`` ...) is skipped while no answer has been read, and ends
+  the reading once one has (``Kabul\nWhat is the capital of ...?\nAnswer: Kabul`` reads
+  ``Kabul``; the repeated question and its answer are continuation).
+* **J4 Placeholders.** A line is no answer when it is: a single option letter (``The answer is
+  C.``, ``<strong>A</strong>``: main queries offer no options); a header (one or two words and a
+  colon: ``Explanation:``); a list number (``1.``); a run of digits and punctuation (unless the
+  fact's answer type is numeric); an evaluation instead of an answer (``The answer is 100 %
+  correct``, ``True``). Two or more lines opening with *different* option letters
+  (``A. …\nB. …``) are an option list: the continuation is ``UNPARSEABLE``.
+* **J5 Subject echo.** The subject's own aliases are blanked out of every sentence before
+  anything is resolved, so a sentence naming the subject and something else is read on the
+  something else. A sentence naming *only* the subject ("Apple II series" asked which company
+  makes the Apple II series) is an answer that names the thing asked about: its cluster is
+  the subject's entity (gazetteer), and step two marks it ``INCORRECT`` -- never correct for
+  containing the gold in its surface. So a copy-flagged fact is correct only when the answer
+  names the object itself (``Apple``). It counts as "in the query" for J10.
+* **J6 Entities inside a sentence.** Each sentence (split at ``.``/``!``/``。`` before a space
+  or the end) is resolved against the relation's lexicon (longest alias wins); when that finds
+  nothing, against the gazetteer. One entity is an answer ``ENTITY_<Qid>``
+  (``Ludwig Thuille's life ended in Munich.`` -> Munich; ``BMW 503 is a luxury car manufactured
+  by BMW.`` -> BMW). Entities of a list or an alternative with nothing else between them
+  (``Paris or Lyon``, ``Denmark, Norway and Sweden``) are ``MULTIPLE``; otherwise the first
+  entity named is the answer and the others are asides (``Kabul, capital of Afghanistan``).
+  A sentence that repeats the query's own sentence (every word of it in the query besides the
+  entity, e.g. a ``context`` query's distractor sentence) is an echo, no answer; the
+  distractor's entity given as the answer is a real, wrong answer.
+* **J7 Echo of the question.** A sentence that names no entity and whose words all occur in
+  the query (or are function words) repeats or rephrases the question: no answer
+  (``The capital city of Alpes-Maritimes is``, ``Answer with the name only.``).
+* **J8 String answers.** A sentence that names no known entity yields a string answer only when
+  what is left after the question's own words at its start (``The capital of X is ...``) is
+  short: at most four words (eight CJK characters), not opening with an indefinite article (a
+  description of the subject, ``Afghanistan is a country in ...``, is no answer). The key is
+  that rest up to its first comma, semicolon, parenthesis or dash aside.
+* **J9 Abstention.** A sentence naming no entity and holding an abstention phrase (the
+  scorer's R8 list) makes the continuation ``ABSTAIN``, when it comes before any answer.
+* **J10 The first answer counts.** The first line that yields a reading decides
+  (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
+  24-token budget what follows a complete answer is the prompt pattern repeating itself, and
+  whether a different second line fits depends on the budget, not on the model. ``MULTIPLE``
+  is kept for one span offering several candidates (J6). Nothing read at all:
+  ``UNPARSEABLE``.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from fks.judge._lexicon import EntityLexicon, semantic_key
+from fks.score import _lexicon as score_lex
+from fks.score._extract import (
+    FUNCTION_WORDS,
+    answer_lines,
+    clean,
+    has_content,
+    is_placeholder,
+    strip_line,
+)
+from fks.score._match import phrase_pattern
+from fks.text import has_cjk, is_cjk, normalize
+
+__all__ = ["Reading", "read_answer", "Kind", "subject_key"]
+
+Kind = Literal["ANSWER", "ABSTAIN", "MULTIPLE", "UNPARSEABLE"]
+
+_SENTENCE = re.compile(r"(?<=[.!])\s+|(?<=[。！])")
+_ASIDE = re.compile(r"[,;(（，；]| [-–—] ")
+_WORD = re.compile(r"\w+")
+#: what may stand between two entities of a list or an alternative (J6)
+_JOINER = re.compile(
+    r"\s*(?:[,;/、，；]\s*)?(?:(?:either|or|and|ou|et|o|y|oder|und|или|либо|и|或|或者|还是|和|与|及)"
+    r"\s*)?", re.IGNORECASE)
+_ABSTENTION = phrase_pattern(score_lex.ABSTENTION)
+#: J8: a copula then an indefinite article opens a description of the subject
+_DESCRIPTION = re.compile(
+    r"^\W*(?:is|was|are|est|etait|es|era|ist|war|является|это|—|-)\s+"
+    r"(?:a|an|un|une|una|uno|ein|eine|einer)\b")
+_ARTICLES = frozenset("the a an le la les l el los las der die das den dem des".split())
+_INDEFINITE = frozenset({"a", "an", "un", "une", "ein", "eine", "einen", "uno", "una"})
+_FUNCTION = FUNCTION_WORDS
+#: a prompt ending with one of these is a finished sentence: the continuation starts anew
+_CLOSED = (".", "?", "!", "。", "？", "！", ":", "：")
+STRING_MAX_WORDS = 4
+STRING_MAX_CJK = 8
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a grader reads in one continuation.
+
+    Attributes:
+        kind: ``ANSWER``, ``ABSTAIN``, ``MULTIPLE`` or ``UNPARSEABLE``.
+        span: the core answer as written (``ANSWER`` only).
+        key: the cluster key: ``ENTITY_<Qid>`` or ``SEMANTIC_<normalised answer>``.
+        canonical: the entity's canonical label, else the span.
+        confidence: 1.0 for an entity, 0.7 for an alias shared by several, 0.5 for a string.
+        rule: the rule that decided (``J1`` ... ``J10``), for audits and tests.
+    """
+
+    kind: Kind
+    span: str | None = None
+    key: str | None = None
+    canonical: str | None = None
+    confidence: float = 1.0
+    rule: str = ""
+
+
+def _tokens(text: str) -> list[str]:
+    """Words of a normalised text; each CJK character is a word of its own."""
+    out: list[str] = []
+    for w in _WORD.findall(text):
+        if has_cjk(w):
+            buf = ""
+            for ch in w:
+                if is_cjk(ch):
+                    if buf:
+                        out.append(buf)
+                        buf = ""
+                    out.append(ch)
+                else:
+                    buf += ch
+            if buf:
+                out.append(buf)
+        else:
+            out.append(w)
+    return out
+
+
+@lru_cache(maxsize=65536)
+def _query_parts(query: str) -> tuple[str, frozenset[str]]:
+    norm = normalize(query)
+    return norm, frozenset(_tokens(norm))
+
+
+@lru_cache(maxsize=65536)
+def _mention_parts(mentions: tuple[str, ...]
+                   ) -> tuple[re.Pattern[str] | None, frozenset[str], list[re.Pattern[str]]]:
+    """Build the subject's anaphor pattern (J5), name words (J8) and alias patterns, once."""
+    heads = sorted({w for m in mentions for w in _tokens(normalize(m))
+                    if len(w) > 2 and w.isalpha() and not has_cjk(w) and w not in _FUNCTION})
+    anaphor = re.compile(
+        r"(?<!\w)(?:the|this|le|la|l'|el|der|die|das|этот|эта)\s+(?:" +
+        "|".join(re.escape(w) for w in heads) + r")(?!\w)") if heads else None
+    name_words = frozenset(w for m in mentions for w in _tokens(normalize(m)))
+    patterns = [
+        re.compile(re.escape(m) if has_cjk(m) else r"(?<!\w)" + re.escape(m) + r"(?!\w)")
+        for m in sorted({normalize(x) for x in mentions if x.strip()},
+                        key=lambda m: (-len(m), m))]
+    return anaphor, name_words, patterns
+
+
+class _Context:
+    """Everything fixed for one query: its words, the subject aliases, the lexicons."""
+
+    def __init__(self, query: str, mentions: tuple[str, ...], lexicon: EntityLexicon,
+                 gazetteer: EntityLexicon | None, numeric: bool) -> None:
+        self.query_norm, self.query_words = _query_parts(query)
+        self.mentions = mentions
+        self._anaphor, self._name_words, self._mention_patterns = _mention_parts(mentions)
+        self.lexicon = lexicon
+        self.gazetteer = gazetteer
+        self.numeric = numeric
+
+    def names_query_entity(self, stripped: str) -> bool:
+        """Tell whether a known entity named in ``stripped`` is named in the query too."""
+        for lex in (self.lexicon, self.gazetteer):
+            if lex is None:
+                continue
+            for _, _, alias in lex.find_all(stripped, normalized=True):
+                if _contains(self.query_norm, alias):
+                    return True
+        return False
+
+    def in_query(self, lex: EntityLexicon, key: str) -> bool:
+        return any(_contains(self.query_norm, a) for a in lex.aliases(key))
+
+    def is_echo(self, words: list[str]) -> bool:
+        return all(w in self.query_words or w in _FUNCTION for w in words)
+
+    def restates(self, stripped: str, alias: str) -> bool:
+        """J6: besides ``alias``, the sentence holds only the query's words (or none)."""
+        rest = [w for w in _tokens(stripped.replace(alias, " ")) if w not in _FUNCTION]
+        return all(w in self.query_words for w in rest)
+
+    def mask_subject(self, norm: str) -> tuple[str, int]:
+        """J5: blank the subject's aliases out of a normalised sentence; count them.
+
+        Longest first; an occurrence inside a longer known name (``Airbus A320`` asked about
+        Airbus) is that name, not the subject, and stays.
+        """
+        if not self.mentions:
+            return norm, 0
+        longer = [(a, b) for lex in (self.lexicon, self.gazetteer) if lex is not None
+                  for a, b, _ in lex.find_all(norm, normalized=True)]
+        chars = list(norm)
+        n = 0
+        for m in self._mention_patterns:
+            for hit in m.finditer("".join(chars)):
+                a, b = hit.span()
+                if any(x <= a and y >= b and y - x > b - a for x, y in longer):
+                    continue
+                chars[a:b] = " " * (b - a)
+                n += 1
+        return " ".join("".join(chars).split()), n
+
+    def anaphors(self, stripped: str) -> int:
+        """J5: count references to the subject by a word of its name (``the island``).
+
+        A definite article before a word of the subject's name (Alexander Island) refers to
+        the subject and counts as naming it.
+        """
+        return len(self._anaphor.findall(stripped)) if self._anaphor is not None else 0
+
+    def from_subject_name(self, words: list[str]) -> bool:
+        """J8: more than half of the content words are words (or starts) of the subject's name."""
+        content = [w for w in words if w not in _FUNCTION]
+        hits = [w for w in content
+                if any(n == w or (len(w) >= 3 and n.startswith(w)) for n in self._name_words)]
+        return bool(content) and 2 * len(hits) > len(content)
+
+    def is_fragment(self, words: list[str]) -> bool:
+        """J8: words that are all the query's own, or starts of them (a cut-off echo)."""
+        return all(w in _FUNCTION or any(q.startswith(w) for q in self.query_words)
+                   for w in words)
+
+    def gazetteer_entity(self, text: str, sentence: str) -> str | None:
+        """Return the one gazetteer entity ``text`` names (as a name in ``sentence``), or None.
+
+        Longest names first, names only where ``sentence`` writes them with a capital (J6);
+        an alias naming several entities goes to the lowest Wikidata number (the oldest item,
+        in practice the best-known one).
+        """
+        assert self.gazetteer is not None
+        gaz = self.gazetteer
+        found = sorted(gaz.find_all(text), key=lambda m: (m[0] - m[1], m[0]))
+        kept: list[tuple[int, int, str]] = []
+        for m in found:
+            if all(m[1] <= k[0] or m[0] >= k[1] for k in kept) and _named_in(sentence, m[2], gaz):
+                kept.append(m)
+        if not kept:
+            return None
+        common = frozenset.intersection(*(gaz.keys_of(m[2]) for m in kept))
+        return min(common, key=_qid_order) if common else None
+
+    def shadow(self, stripped: str, sentence: str) -> str:
+        """J6: blank the relation-lexicon names that lie inside a longer gazetteer name.
+
+        ``the Arctic Ocean`` names the ocean, not the continent-lexicon's ``Arctic``.
+        """
+        if self.gazetteer is None:
+            return stripped
+        longer = [(a, b) for a, b, alias in self.gazetteer.find_all(stripped, normalized=True)
+                  if _named_in(sentence, alias, self.gazetteer)]
+        if not longer:
+            return stripped
+        chars = list(stripped)
+        for a, b, _ in self.lexicon.find_all(stripped, normalized=True):
+            if any(x <= a and y >= b and y - x > b - a for x, y in longer):
+                chars[a:b] = " " * (b - a)
+        return "".join(chars)
+
+    def echo_rest(self, text: str) -> tuple[str, bool]:
+        """J8: the text after the query's own words at its start (``The capital of X is``).
+
+        Also says whether that start held a word of the query besides function words.
+        """
+        norm = normalize(text)
+        if has_cjk(norm):
+            i = 0
+            while i < len(norm) and (norm[i] in self.query_norm or not norm[i].strip()):
+                i += 1
+            return norm[i:].strip(), i > 0
+        words = norm.split()
+        i = 0
+        echoed = False
+        while i < len(words) and all(t in self.query_words or t in _FUNCTION
+                                     for t in _tokens(words[i])):
+            echoed = echoed or any(t not in _FUNCTION for t in _tokens(words[i]))
+            i += 1
+        return " ".join(words[i:]), echoed
+
+
+def _deaccent(text: str) -> str:
+    decomposed = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", text))
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def _named_in(sentence: str, alias: str, lex: EntityLexicon) -> bool:
+    """J6: a name counts only where the text writes it with a capital too.
+
+    A name is an alias every entity spells with a capital: ``the center of the county`` names
+    no ``Center``.
+    """
+    if not lex.needs_capital(alias):
+        return True
+    text = _deaccent(sentence)
+    if text.lower() == text or text.upper() == text:
+        return True  # a text without case (all lower or all upper) cannot tell
+    pat = re.compile(r"(?<!\w)" + re.escape(alias) + r"(?!\w)", re.IGNORECASE)
+    return any(m.group()[:1].isupper() for m in pat.finditer(text))
+
+
+def _looks_named(head: str, sentence: str) -> bool:
+    """J8: a string answer must look like a name.
+
+    Some word of ``head`` is written with a capital in ``sentence``, unless the script has no
+    case (CJK) or the sentence is written in one case throughout.
+    """
+    if has_cjk(head) or sentence.lower() == sentence or sentence.upper() == sentence:
+        return True
+    wanted = set(_tokens(head))
+    return any(w[:1].isupper() and normalize(w) in wanted for w in _WORD.findall(sentence))
+
+
+def _qid_order(key: str) -> tuple[int, str]:
+    digits = key.rsplit("_Q", 1)[-1]
+    return (int(digits), key) if digits.isdigit() else (1 << 62, key)
+
+
+def _contains(haystack: str, alias: str) -> bool:
+    if has_cjk(alias):
+        return alias in haystack
+    return re.search(r"(?<!\w)" + re.escape(alias) + r"(?!\w)", haystack) is not None
+
+
+def _subject_answer(sentence: str, ctx: _Context) -> Reading:
+    """J5: the sentence asserts the subject itself."""
+    key, canonical, span = subject_key(sentence, ctx.mentions, ctx.lexicon, ctx.gazetteer)
+    return Reading("ANSWER", span, key, canonical, 1.0 if key.startswith("ENTITY_") else 0.5,
+                   "J5")
+
+
+def subject_key(text: str, mentions: tuple[str, ...], lexicon: EntityLexicon,
+                gazetteer: EntityLexicon | None) -> tuple[str, str, str]:
+    """J5: ``(cluster id, canonical, span)`` of a text that names the subject only.
+
+    The subject's entity when the relation's lexicon or the gazetteer names it (the longest
+    alias), else ``SEMANTIC_<the longest subject alias in the text>``.
+    """
+    norm = normalize(text)
+    for lex in (lexicon, gazetteer):
+        if lex is None:
+            continue
+        res = lex.resolve(norm)
+        if res.kind == "entity" and res.key is not None:
+            return res.key, lex.canonical(res.key), lex.alias_in(norm, res.key) or clean(text)
+    named = [m for m in mentions if m.strip() and _contains(norm, normalize(m))]
+    name = max(named, key=lambda m: len(normalize(m))) if named else clean(text)
+    return f"SEMANTIC_{semantic_key(name)}", name, name
+
+
+def _entity(lex: EntityLexicon, key: str, stripped: str, sentence: str, rule: str) -> Reading:
+    span = lex.alias_in(stripped, key) or clean(sentence)
+    return Reading("ANSWER", span, key, lex.canonical(key), 1.0, rule)
+
+
+def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
+                   ) -> Reading | None:
+    """J5-J9 on one sentence: a reading, or None (nothing asserted here).
+
+    ``bare``: the sentence is a whole short line (at most four words), an answer on its own;
+    ``completes``: it continues the prompt's own unfinished sentence (first line, same line).
+    """
+    stripped, n_subject = ctx.mask_subject(normalize(sentence))
+    n_subject += ctx.anaphors(stripped)
+    words = _tokens(stripped)
+    if not [w for w in words if w not in _FUNCTION]:
+        # J5: only the subject (and articles) named; "Arisaka, who was from" echoes the prompt
+        only = n_subject and all(w in _ARTICLES for w in words)
+        return _subject_answer(sentence, ctx) if only else None
+    long_sentence = len(words) > STRING_MAX_WORDS
+
+    def distractor(lex: EntityLexicon, key: str, span: str) -> bool:
+        """J6: a full sentence about something else asserts nothing for our subject.
+
+        It names neither our subject nor only the entity (``The United States of America``),
+        and does not complete the prompt's own sentence (``The capital of the United Arab
+        Emirates is ...`` answering which country Abuja is the capital of).
+        """
+        if n_subject or completes:
+            return False
+        rest = [w for w in _tokens(stripped.replace(span, " ")) if w not in _FUNCTION]
+        return bool(rest) and (long_sentence or ctx.in_query(lex, key))
+
+    content = [w for w in words if w not in _FUNCTION]
+    if not n_subject and len(content) <= STRING_MAX_WORDS and ctx.from_subject_name(words):
+        # J8: a bare answer made of the subject's own words (a part or a garbled form of its
+        # name: "FC Leipzig" for 1. FC Lokomotive Leipzig) is an answer of its own, even where
+        # it holds a known name ("Leipzig" inside the club's name is not the city); a known
+        # entity that is the whole line ("Airbus" for Airbus A320) stays that entity below
+        whole = ctx.lexicon.resolve(stripped)
+        span = ctx.lexicon.alias_in(stripped, whole.key) if whole.key else None
+        if span is None or [w for w in _tokens(stripped.replace(span, " "))
+                            if w not in _FUNCTION]:
+            key = semantic_key(sentence)
+            if len(key) >= 3 and _looks_named(key, sentence):
+                return Reading("ANSWER", clean(sentence), f"SEMANTIC_{key}", clean(sentence),
+                               0.5, "J8")
+    res = ctx.lexicon.resolve(ctx.shadow(stripped, sentence))
+    if res.kind == "entity" and res.key is not None:
+        span = ctx.lexicon.alias_in(stripped, res.key) or ""
+        if _named_in(sentence, span, ctx.lexicon):
+            if distractor(ctx.lexicon, res.key, span):
+                return None  # J6: the query's other (distractor) sentence repeated
+            return _entity(ctx.lexicon, res.key, stripped, sentence, "J6")
+    elif res.kind == "conflict":
+        got = _read_conflict(stripped, sentence, ctx.lexicon)
+        if got is not None:
+            return got
+    elif res.kind == "ambiguous_alias" and res.text is not None:
+        key = semantic_key(res.text)
+        return Reading("ANSWER", res.text, f"SEMANTIC_{key}", res.text, 0.7, "J6")
+    if _ABSTENTION.search(stripped):
+        return Reading("ABSTAIN", rule="J9")
+    if _DESCRIPTION.match(stripped):
+        return None  # J8: "<subject> is a country in ..." describes, answers nothing
+    rest, echoed = ctx.echo_rest(stripped)
+    if bare:  # J8: a bare line is its own answer (only leading function words dropped)
+        lead = stripped.split()
+        while lead and lead[0] in _FUNCTION:
+            lead.pop(0)
+        rest = " ".join(lead)
+    head = _ASIDE.split(rest, maxsplit=1)[0].strip()
+    if ctx.gazetteer is not None:
+        short_head = head if len(_tokens(head)) <= STRING_MAX_WORDS else ""
+        for text in (short_head, stripped):  # J6: the completion, else question words + entity
+            g = ctx.gazetteer_entity(text, sentence) if text else None
+            if g is None:
+                continue
+            span = ctx.gazetteer.alias_in(text, g) or text
+            if text is stripped and not (n_subject or ctx.restates(stripped, span)):
+                continue
+            if distractor(ctx.gazetteer, g, span):
+                return None
+            return _entity(ctx.gazetteer, g, text, sentence, "J6")
+    if ctx.is_echo(words):
+        return _subject_answer(sentence, ctx) if n_subject >= 2 else None  # J5 / J7
+    if not (bare or n_subject or (echoed and completes)):
+        return None  # J8: a string answer is a bare line or completes a sentence about ours
+    if not _looks_named(head, sentence):
+        return None  # J8: "the country" is no name
+    key = semantic_key(head)
+    if len(key) < 3 or not has_content(key) or key[:1].isdigit() and not ctx.numeric:
+        return None  # J8: "FC" alone is a fragment
+    hw = _tokens(key)
+    if (len(hw) > STRING_MAX_CJK) if has_cjk(key) else \
+            (len(hw) > STRING_MAX_WORDS or hw[0] in _INDEFINITE or hw[-1] in _FUNCTION):
+        return None
+    if ctx.is_fragment(hw) or is_placeholder(key, ctx.numeric):
+        return None
+    return Reading("ANSWER", head, f"SEMANTIC_{key}", head, 0.5, "J8")
+
+
+def _read_conflict(stripped: str, sentence: str, lex: EntityLexicon) -> Reading | None:
+    """J6: several entities in one sentence.
+
+    A list or alternative of them is ``MULTIPLE``; otherwise the first one the sentence names
+    is its answer (the rest are asides).
+    """
+    matches = sorted(lex.find_all(stripped, normalized=True), key=lambda m: (m[0], m[0] - m[1]))
+    kept: list[tuple[int, int, str]] = []
+    for m in matches:
+        if all(m[0] >= k[1] for k in kept) and _named_in(sentence, m[2], lex):
+            kept.append(m)
+    if not kept:
+        return None
+    between = [stripped[a[1]:b[0]] for a, b in zip(kept, kept[1:], strict=False)]
+    if between and all(_JOINER.fullmatch(g) for g in between):
+        return Reading("MULTIPLE", rule="J6")
+    alias = kept[0][2]
+    keys = lex.keys_of(alias)
+    if len(keys) != 1:
+        return Reading("ANSWER", alias, f"SEMANTIC_{semantic_key(alias)}", alias, 0.7, "J6")
+    key = next(iter(keys))
+    return Reading("ANSWER", alias, key, lex.canonical(key), 1.0, "J6")
+
+
+def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: EntityLexicon,
+                gazetteer: EntityLexicon | None = None, numeric: bool = False) -> Reading:
+    r"""Read one continuation (rules J1-J10 of the module docstring).
+
+    >>> lex = EntityLexicon({"ENTITY_Q5838": ("Kabul", ["Kabul", "喀布尔"])})
+    >>> r = read_answer("\nThe capital of Afghanistan is Kabul.\nAnswer:", lexicon=lex,
+    ...                 query="What is the capital of Afghanistan?", mentions=("Afghanistan",))
+    >>> r.kind, r.key
+    ('ANSWER', 'ENTITY_Q5838')
+    >>> read_answer("\n\nAnswer:\n\nAnswer:", query="?", mentions=(), lexicon=lex).kind
+    'UNPARSEABLE'
+    """
+    if not raw.strip():
+        return Reading("UNPARSEABLE", rule="J1")
+    ctx = _Context(query, mentions, lexicon, gazetteer, numeric)
+    lines, letters = answer_lines(raw, numeric=numeric)
+    found: list[Reading] = []
+    # the first line continues the prompt's unfinished sentence when it starts on its line
+    raw_lines = raw.lstrip(" \t").splitlines()
+    first = strip_line(raw_lines[0]) if raw_lines and raw_lines[0].strip() else None
+    continues = first is not None and not query.rstrip().endswith(_CLOSED)
+    seen: list[str] = []
+    for i, text in enumerate(lines):
+        norm_line = normalize(text)
+        if any(prev.startswith(norm_line) for prev in seen):
+            continue  # J7: the start of a line already read again (a loop cut by the budget)
+        seen.append(norm_line)
+        bare = len(_tokens(norm_line)) <= STRING_MAX_WORDS
+        for j, sentence in enumerate(_SENTENCE.split(text)):
+            if not has_content(sentence):
+                continue
+            reading = _read_sentence(sentence, ctx, bare,
+                                     continues and i == 0 and j == 0 and text == first)
+            if reading is not None:
+                found.append(reading)
+                break  # one reading per line: the first sentence that says something
+        if found:
+            break
+    if len(letters) >= 2 and not found:
+        return Reading("UNPARSEABLE", rule="J4")
+    if not found:
+        return Reading("UNPARSEABLE", rule="J10")
+    return found[0]
