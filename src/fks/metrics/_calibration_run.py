@@ -911,7 +911,9 @@ def _common_support(rows: Sequence[QueryRow], sources: Sequence[str], s: Calibra
     excluded = {src: "no valid row in this reading" for src in sources
                 if not any(r.outcome_for(src)[0] == "valid" for r in rows)}
     sources = [src for src in sources if src not in excluded]
-    keep = [r for r in rows if all(r.outcome_for(src)[0] == "valid" for src in sources)]
+    # no source left: no common support at all (not every row: all() of nothing is True)
+    keep = [r for r in rows if all(r.outcome_for(src)[0] == "valid" for src in sources)
+            ] if sources else []
     out: dict[str, Any] = {"sources": list(sources), "excluded_sources": excluded,
                            "n": len(keep), "n_facts": len({r.fact_id for r in keep}),
                            "by_source": {}, "paired_differences": {}}
