@@ -105,6 +105,14 @@ def test_duplicate_cosine_gap_follows_the_dtypes():
     assert duplicate_cosine_gap("float32") == pytest.approx(8 * 2.0 ** -22)
     assert duplicate_cosine_gap("float16") == duplicate_cosine_gap("float32")
     assert duplicate_cosine_gap("torch.bfloat16") == pytest.approx(8 * 2.0 ** -16)
+    # rounding in each block adds up: bf16 at block 30 (SmolLM2's last layer)
+    assert duplicate_cosine_gap("bfloat16", 30) == pytest.approx(30 * 8 * 2.0 ** -16)
+    # the float16 store dominates a float32 pass at any usual depth
+    assert duplicate_cosine_gap("float32", 30) == pytest.approx(8 * 2.0 ** -22)
+    # measured on SmolLM2-135M in bf16 (batched vs one prompt at a time, layer 29): 1 - cos =
+    # 3.75e-4, which the one-rounding bound (1.2e-4) failed although the model was right
+    assert 1 - 0.9996245873059405 < duplicate_cosine_gap("bfloat16", 30)
+    assert 1 - 0.9996245873059405 > duplicate_cosine_gap("bfloat16", 1)
 
 
 def test_label_shuffle_fails_when_labels_create_stability(tmp_path):

@@ -174,7 +174,8 @@ def _duplicate_check(ctx: _Context, layer: int, q: np.ndarray, V: np.ndarray,
         xa = load_layer(ctx.store, layer, design, rows=design.rows[a]) - res.mu.astype(np.float32)
         xb = load_layer(ctx.store, layer, design, rows=design.rows[b]) - res.mu.astype(np.float32)
         natural = _cosines(xa @ wh.matrix, xb @ wh.matrix, eps)
-    return check_duplicate_query(fresh, natural, len(multi), tol, reason=reason)
+    return check_duplicate_query(fresh, natural, len(multi), tol, reason=reason,
+                                 depth=layer + 1)
 
 
 def transport_ablation_reason(ctx: _Context) -> str | None:
