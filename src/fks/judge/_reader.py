@@ -71,6 +71,7 @@ from functools import lru_cache
 from typing import Literal
 
 from fks.judge._lexicon import EntityLexicon, semantic_key
+from fks.judge._lexicon import normalize_cached as normalize  # fks.text.normalize, memoised
 from fks.score import _lexicon as score_lex
 from fks.score._extract import (
     FUNCTION_WORDS,
@@ -81,7 +82,7 @@ from fks.score._extract import (
     strip_line,
 )
 from fks.score._match import phrase_pattern
-from fks.text import has_cjk, is_cjk, normalize
+from fks.text import has_cjk, is_cjk
 
 __all__ = ["Reading", "read_answer", "Kind", "subject_key"]
 
@@ -131,6 +132,11 @@ class Reading:
 
 def _tokens(text: str) -> list[str]:
     """Words of a normalised text; each CJK character is a word of its own."""
+    return list(_token_tuple(text))
+
+
+@lru_cache(maxsize=1 << 17)
+def _token_tuple(text: str) -> tuple[str, ...]:
     out: list[str] = []
     for w in _WORD.findall(text):
         if has_cjk(w):
@@ -147,7 +153,7 @@ def _tokens(text: str) -> list[str]:
                 out.append(buf)
         else:
             out.append(w)
-    return out
+    return tuple(out)
 
 
 @lru_cache(maxsize=65536)
@@ -304,6 +310,7 @@ class _Context:
         return " ".join(words[i:]), echoed
 
 
+@lru_cache(maxsize=1 << 16)
 def _deaccent(text: str) -> str:
     decomposed = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", text))
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
@@ -320,8 +327,18 @@ def _named_in(sentence: str, alias: str, lex: EntityLexicon) -> bool:
     text = _deaccent(sentence)
     if text.lower() == text or text.upper() == text:
         return True  # a text without case (all lower or all upper) cannot tell
-    pat = re.compile(r"(?<!\w)" + re.escape(alias) + r"(?!\w)", re.IGNORECASE)
+    pat = _name_pattern(alias)
     return any(m.group()[:1].isupper() for m in pat.finditer(text))
+
+
+@lru_cache(maxsize=1 << 16)
+def _name_pattern(alias: str) -> re.Pattern[str]:
+    return re.compile(r"(?<!\w)" + re.escape(alias) + r"(?!\w)", re.IGNORECASE)
+
+
+@lru_cache(maxsize=1 << 16)
+def _word_pattern(alias: str) -> re.Pattern[str]:
+    return re.compile(r"(?<!\w)" + re.escape(alias) + r"(?!\w)")
 
 
 def _looks_named(head: str, sentence: str) -> bool:
@@ -344,7 +361,7 @@ def _qid_order(key: str) -> tuple[int, str]:
 def _contains(haystack: str, alias: str) -> bool:
     if has_cjk(alias):
         return alias in haystack
-    return re.search(r"(?<!\w)" + re.escape(alias) + r"(?!\w)", haystack) is not None
+    return _word_pattern(alias).search(haystack) is not None
 
 
 def _subject_answer(sentence: str, ctx: _Context) -> Reading:
