@@ -43,6 +43,7 @@ _CACHE_MAX = 1_000_000
 
 
 _SENTENCE_END = re.compile(r"[。！？]|[.!?](?=\s|$)")
+_ASCII_WS = re.compile(r"\s+")  # fks.text's whitespace rule
 
 
 @lru_cache(maxsize=1 << 18)
@@ -50,7 +51,11 @@ def normalize_cached(text: str) -> str:
     """Return :func:`fks.text.normalize` of ``text``, memoised.
 
     A pure function; the judge normalises the same answer, sentence and alias many times.
+    ASCII text takes a shortcut with the same result: NFKC and NFD leave ASCII unchanged,
+    it has no combining marks, and its casefold is its lower case.
     """
+    if text.isascii():
+        return _ASCII_WS.sub(" ", text.lower()).strip()
     return normalize(text)
 
 

@@ -82,6 +82,7 @@ from fks.score._extract import (
     strip_line,
 )
 from fks.score._match import phrase_pattern
+from fks.text import _alias_pattern as alias_pattern
 from fks.text import has_cjk, is_cjk
 
 __all__ = ["Reading", "read_answer", "Kind", "subject_key"]
@@ -172,8 +173,8 @@ def _mention_parts(mentions: tuple[str, ...]
         r"(?<!\w)(?:the|this|le|la|l'|el|der|die|das|этот|эта)\s+(?:" +
         "|".join(re.escape(w) for w in heads) + r")(?!\w)") if heads else None
     name_words = frozenset(w for m in mentions for w in _tokens(normalize(m)))
-    patterns = [
-        re.compile(re.escape(m) if has_cjk(m) else r"(?<!\w)" + re.escape(m) + r"(?!\w)")
+    patterns = [  # fks.text's alias pattern (shared, compiled once per alias)
+        alias_pattern(m)
         for m in sorted({normalize(x) for x in mentions if x.strip()},
                         key=lambda m: (-len(m), m))]
     return anaphor, name_words, patterns
@@ -322,8 +323,12 @@ def _named_in(sentence: str, alias: str, lex: EntityLexicon) -> bool:
     A name is an alias every entity spells with a capital: ``the center of the county`` names
     no ``Center``.
     """
-    if not lex.needs_capital(alias):
-        return True
+    return not lex.needs_capital(alias) or _written_capitalised(sentence, alias)
+
+
+@lru_cache(maxsize=1 << 17)
+def _written_capitalised(sentence: str, alias: str) -> bool:
+    """J6: ``sentence`` writes ``alias`` with a capital somewhere, or has no case at all."""
     text = _deaccent(sentence)
     if text.lower() == text or text.upper() == text:
         return True  # a text without case (all lower or all upper) cannot tell
@@ -334,11 +339,6 @@ def _named_in(sentence: str, alias: str, lex: EntityLexicon) -> bool:
 @lru_cache(maxsize=1 << 16)
 def _name_pattern(alias: str) -> re.Pattern[str]:
     return re.compile(r"(?<!\w)" + re.escape(alias) + r"(?!\w)", re.IGNORECASE)
-
-
-@lru_cache(maxsize=1 << 16)
-def _word_pattern(alias: str) -> re.Pattern[str]:
-    return re.compile(r"(?<!\w)" + re.escape(alias) + r"(?!\w)")
 
 
 def _looks_named(head: str, sentence: str) -> bool:
@@ -359,9 +359,25 @@ def _qid_order(key: str) -> tuple[int, str]:
 
 
 def _contains(haystack: str, alias: str) -> bool:
+    r"""Tell whether ``alias`` occurs in ``haystack``: a substring (CJK) or on word boundaries.
+
+    The boundaries of :func:`fks.text.find_alias` (not after or before a regex ``\w``, which
+    for text is ``str.isalnum()`` or ``_``), checked without a regex.
+    """
     if has_cjk(alias):
         return alias in haystack
-    return _word_pattern(alias).search(haystack) is not None
+    n, k = len(haystack), len(alias)
+    i = haystack.find(alias)
+    while i != -1:
+        j = i + k
+        if (i == 0 or not _is_word(haystack[i - 1])) and (j == n or not _is_word(haystack[j])):
+            return True
+        i = haystack.find(alias, i + 1)
+    return False
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
 
 
 def _subject_answer(sentence: str, ctx: _Context) -> Reading:
