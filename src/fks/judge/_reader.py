@@ -313,6 +313,8 @@ class _Context:
 
 @lru_cache(maxsize=1 << 16)
 def _deaccent(text: str) -> str:
+    if text.isascii():
+        return text  # NFKC and NFD leave ASCII unchanged; it has no combining marks
     decomposed = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", text))
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
