@@ -165,19 +165,27 @@ def _query_parts(query: str) -> tuple[str, frozenset[str]]:
 
 @lru_cache(maxsize=65536)
 def _mention_parts(mentions: tuple[str, ...]
-                   ) -> tuple[re.Pattern[str] | None, frozenset[str], list[re.Pattern[str]]]:
-    """Build the subject's anaphor pattern (J5), name words (J8) and alias patterns, once."""
-    heads = sorted({w for m in mentions for w in _tokens(normalize(m))
-                    if len(w) > 2 and w.isalpha() and not has_cjk(w) and w not in _FUNCTION})
-    anaphor = re.compile(
-        r"(?<!\w)(?:the|this|le|la|l'|el|der|die|das|этот|эта)\s+(?:" +
-        "|".join(re.escape(w) for w in heads) + r")(?!\w)") if heads else None
+                   ) -> tuple[tuple[str, ...], frozenset[str], tuple[str, ...]]:
+    """Return the subject's anaphor heads (J5), name words (J8) and normalised aliases.
+
+    Their patterns are compiled only for a text that holds the head or alias at all
+    (:func:`_anaphor_pattern`, :func:`fks.text._alias_pattern`): most texts hold neither.
+    """
+    heads = tuple(sorted({w for m in mentions for w in _tokens(normalize(m))
+                          if len(w) > 2 and w.isalpha() and not has_cjk(w)
+                          and w not in _FUNCTION}))
     name_words = frozenset(w for m in mentions for w in _tokens(normalize(m)))
-    patterns = [  # fks.text's alias pattern (shared, compiled once per alias)
-        alias_pattern(m)
-        for m in sorted({normalize(x) for x in mentions if x.strip()},
-                        key=lambda m: (-len(m), m))]
-    return anaphor, name_words, patterns
+    aliases = tuple(sorted({normalize(x) for x in mentions if x.strip()},
+                           key=lambda m: (-len(m), m)))
+    return heads, name_words, aliases
+
+
+@lru_cache(maxsize=65536)
+def _anaphor_pattern(heads: tuple[str, ...]) -> re.Pattern[str]:
+    """J5: a definite article, then a word of the subject's name."""
+    return re.compile(
+        r"(?<!\w)(?:the|this|le|la|l'|el|der|die|das|этот|эта)\s+(?:" +
+        "|".join(re.escape(w) for w in heads) + r")(?!\w)")
 
 
 class _Context:
@@ -187,7 +195,7 @@ class _Context:
                  gazetteer: EntityLexicon | None, numeric: bool) -> None:
         self.query_norm, self.query_words = _query_parts(query)
         self.mentions = mentions
-        self._anaphor, self._name_words, self._mention_patterns = _mention_parts(mentions)
+        self._heads, self._name_words, self._mention_aliases = _mention_parts(mentions)
         self.lexicon = lexicon
         self.gazetteer = gazetteer
         self.numeric = numeric
@@ -225,8 +233,11 @@ class _Context:
                   for a, b, _ in lex.find_all(norm, normalized=True)]
         chars = list(norm)
         n = 0
-        for m in self._mention_patterns:
-            for hit in m.finditer("".join(chars)):
+        for m in self._mention_aliases:
+            text = "".join(chars)
+            if m not in text:
+                continue  # no occurrence at all: no need for the pattern
+            for hit in alias_pattern(m).finditer(text):
                 a, b = hit.span()
                 if any(x <= a and y >= b and y - x > b - a for x, y in longer):
                     continue
@@ -240,7 +251,9 @@ class _Context:
         A definite article before a word of the subject's name (Alexander Island) refers to
         the subject and counts as naming it.
         """
-        return len(self._anaphor.findall(stripped)) if self._anaphor is not None else 0
+        if not any(h in stripped for h in self._heads):
+            return 0  # a match needs a head word (also: no heads, no anaphor)
+        return len(_anaphor_pattern(self._heads).findall(stripped))
 
     def from_subject_name(self, words: list[str]) -> bool:
         """J8: more than half of the content words are words (or starts) of the subject's name."""
@@ -334,6 +347,8 @@ def _written_capitalised(sentence: str, alias: str) -> bool:
     text = _deaccent(sentence)
     if text.lower() == text or text.upper() == text:
         return True  # a text without case (all lower or all upper) cannot tell
+    if text.isascii() and alias.isascii() and alias not in text.lower():
+        return False  # in ASCII, a case-blind match is a match of the lower-cased text
     pat = _name_pattern(alias)
     return any(m.group()[:1].isupper() for m in pat.finditer(text))
 
