@@ -75,6 +75,7 @@ from fks.judge._lexicon import normalize_cached as normalize  # fks.text.normali
 from fks.score import _lexicon as score_lex
 from fks.score._extract import (
     FUNCTION_WORDS,
+    _answer_lines,
     answer_lines,
     clean,
     has_content,
@@ -129,6 +130,17 @@ class Reading:
     canonical: str | None = None
     confidence: float = 1.0
     rule: str = ""
+
+
+def clear_caches() -> None:
+    """Empty the reader's memo tables (a judged run is done; its texts are not needed again).
+
+    They hold hundreds of thousands of small objects the garbage collector would otherwise
+    keep rescanning in whatever the process does next (e.g. the behavioural metrics).
+    """
+    for fn in (normalize, _token_tuple, _query_parts, _mention_parts, _anaphor_pattern,
+               _deaccent, _written_capitalised, _name_pattern, _answer_lines):
+        fn.cache_clear()
 
 
 def _tokens(text: str) -> list[str]:

@@ -42,6 +42,7 @@ from fks.judge._lexicon import (
     build_lexicons,
     entity_key,
 )
+from fks.judge._reader import clear_caches
 from fks.judge._types import REVIEW_REQUIRED, UNPARSEABLE, AnswerGroup, AnswerItem, Judge
 from fks.log import track
 from fks.runlock import locks_run_dir
@@ -255,8 +256,11 @@ def judge_run(run_dir: str | Path, benchmark: str | Path | Benchmark, judge: Jud
     Returns:
         the ``stages.judge`` manifest entry (judge identity, counts, checksums).
     """
-    with _fewer_collections():
-        return _judge_run(Path(run_dir), benchmark, judge, shard)
+    try:
+        with _fewer_collections():
+            return _judge_run(Path(run_dir), benchmark, judge, shard)
+    finally:
+        clear_caches()
 
 
 def _judge_run(run_dir: Path, benchmark: str | Path | Benchmark, judge: Judge,
