@@ -31,7 +31,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from fks.judge._lexicon import semantic_key
+from fks.judge._lexicon import normalize_cached, semantic_key
 from fks.judge._types import (
     ABSTAIN,
     MULTIPLE,
@@ -40,7 +40,7 @@ from fks.judge._types import (
     AnswerGroup,
     GroupResult,
 )
-from fks.text import find_alias, normalize
+from fks.text import find_alias
 
 __all__ = ["Reference", "cluster_correctness", "mark_clusters", "SPECIAL_CORRECTNESS"]
 
@@ -103,7 +103,7 @@ def cluster_correctness(cluster_id: str, canonical_meaning: str | None, ref: Ref
 def _grounded(texts: Iterable[str], aliases: list[str]) -> bool:
     """Tell whether some gold alias occurs (``find_alias`` rules) in one of ``texts``."""
     for text in texts:
-        t = normalize(text)
+        t = normalize_cached(text)
         if any(find_alias(t, a, normalized=True) for a in aliases):
             return True
     return False
@@ -123,7 +123,7 @@ def mark_clusters(
     members: dict[str, list[int]] = defaultdict(list)
     for i, a in enumerate(result.assignments):
         members[a.cluster_id].append(i)
-    aliases = [a for a in dict.fromkeys(normalize(x) for x in ref.gold_aliases) if a]
+    aliases = [a for a in dict.fromkeys(normalize_cached(x) for x in ref.gold_aliases) if a]
     verdict: dict[str, str] = {}
     ungrounded = 0
     seen: dict[tuple[str, str], bool] = {}  # answers repeat: ground each distinct one once

@@ -19,6 +19,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 from fks.text import has_cjk, normalize
@@ -37,7 +38,25 @@ __all__ = [
 ]
 
 _EDGE_PUNCT = re.compile(r"^[\W_]+|[\W_]+$")
+#: results kept per lexicon (:meth:`EntityLexicon.find_all`, :meth:`EntityLexicon.resolve`)
+_CACHE_MAX = 1_000_000
+
+
 _SENTENCE_END = re.compile(r"[。！？]|[.!?](?=\s|$)")
+_ASCII_WS = re.compile(r"\s+")  # fks.text's whitespace rule
+
+
+@lru_cache(maxsize=1 << 18)
+def normalize_cached(text: str) -> str:
+    """Return :func:`fks.text.normalize` of ``text``, memoised.
+
+    A pure function; the judge normalises the same answer, sentence and alias many times.
+    ASCII text takes a shortcut with the same result: NFKC and NFD leave ASCII unchanged,
+    it has no combining marks, and its casefold is its lower case.
+    """
+    if text.isascii():
+        return _ASCII_WS.sub(" ", text.lower()).strip()
+    return normalize(text)
 
 
 def semantic_key(text: str) -> str:
@@ -48,7 +67,7 @@ def semantic_key(text: str) -> str:
     >>> semantic_key("«Zürich»")
     'zurich'
     """
-    return _EDGE_PUNCT.sub("", normalize(text))
+    return _EDGE_PUNCT.sub("", normalize_cached(text))
 
 
 def entity_key(entity_id: str | None, canonical: str) -> str:
@@ -77,11 +96,6 @@ def answer_span(raw_response: str, extracted_answer: str | None) -> str:
             m = _SENTENCE_END.search(first)
             return (first[: m.start()] if m else first).strip()
     return ""
-
-
-def _is_word(ch: str) -> bool:
-    r"""Tell whether ``ch`` is regex ``\w`` (Unicode): alphanumeric or underscore."""
-    return ch.isalnum() or ch == "_"
 
 
 @dataclass(frozen=True)
@@ -133,6 +147,7 @@ class EntityLexicon:
         self._cjk_first = self._first_char_index(self._cjk)
         self._spaced_first = self._first_char_index(self._spaced)
         self._cache: dict[str, Resolution] = {}
+        self._found: dict[str, tuple[tuple[int, int, str], ...]] = {}
 
     @staticmethod
     def _first_char_index(aliases: Iterable[str]) -> dict[str, tuple[int, ...]]:
@@ -159,24 +174,41 @@ class EntityLexicon:
         """Every ``(start, end, alias)`` occurrence of a known alias in ``text``.
 
         Positions refer to the normalised text; the boundary rules are those of
-        :func:`fks.text.find_alias`.
+        :func:`fks.text.find_alias`. Results are memoised per normalised text (the reader
+        scans one sentence several times, and answers repeat across facts).
         """
-        t = text if normalized else normalize(text)
+        t = text if normalized else normalize_cached(text)
+        hit = self._found.get(t)
+        if hit is None:
+            hit = self._scan(t)
+            if len(self._found) < _CACHE_MAX:
+                self._found[t] = hit
+        return list(hit)
+
+    def _scan(self, t: str) -> tuple[tuple[int, int, str], ...]:
         n = len(t)
         found: list[tuple[int, int, str]] = []
+        cjk_first, cjk = self._cjk_first, self._cjk
+        spaced_first, spaced = self._spaced_first, self._spaced
+        # word[i]: t[i] is regex \w; an alias in a spaced script starts after a non-word
+        # character (or at 0) and ends before one (or at the end)
+        word = [ch.isalnum() or ch == "_" for ch in t]
+        word.append(False)
         for i, ch in enumerate(t):
-            for length in self._cjk_first.get(ch, ()):
-                if i + length <= n and (s := t[i : i + length]) in self._cjk:
-                    found.append((i, i + length, s))
-            lengths = self._spaced_first.get(ch)
-            if lengths and (i == 0 or not _is_word(t[i - 1])):
+            lengths = cjk_first.get(ch)
+            if lengths:
+                for length in lengths:
+                    if i + length <= n and (s := t[i : i + length]) in cjk:
+                        found.append((i, i + length, s))
+            lengths = spaced_first.get(ch)
+            if lengths and (i == 0 or not word[i - 1]):
                 for length in lengths:
                     j = i + length
-                    if j <= n and (j == n or not _is_word(t[j])):
-                        s = t[i:j]
-                        if s in self._spaced:
-                            found.append((i, j, s))
-        return found
+                    if j > n:
+                        break
+                    if not word[j] and (s := t[i:j]) in spaced:
+                        found.append((i, j, s))
+        return tuple(found)
 
     def needs_capital(self, alias: str) -> bool:
         """Tell whether every spelling of a normalised alias opens with a capital (a name)."""
@@ -199,11 +231,11 @@ class EntityLexicon:
         entity; to ``ambiguous_alias`` when they share several (one alias naming several
         entities); to ``conflict`` when they share none (two different answers).
         """
-        norm = normalize(text)
+        norm = normalize_cached(text)
         hit = self._cache.get(norm)
         if hit is None:
             hit = self._resolve(norm)
-            if len(self._cache) < 1_000_000:
+            if len(self._cache) < _CACHE_MAX:
                 self._cache[norm] = hit
         return hit
 

@@ -71,9 +71,11 @@ from functools import lru_cache
 from typing import Literal
 
 from fks.judge._lexicon import EntityLexicon, semantic_key
+from fks.judge._lexicon import normalize_cached as normalize  # fks.text.normalize, memoised
 from fks.score import _lexicon as score_lex
 from fks.score._extract import (
     FUNCTION_WORDS,
+    _answer_lines,
     answer_lines,
     clean,
     has_content,
@@ -81,7 +83,8 @@ from fks.score._extract import (
     strip_line,
 )
 from fks.score._match import phrase_pattern
-from fks.text import has_cjk, is_cjk, normalize
+from fks.text import _alias_pattern as alias_pattern
+from fks.text import has_cjk, is_cjk
 
 __all__ = ["Reading", "read_answer", "Kind", "subject_key"]
 
@@ -129,8 +132,24 @@ class Reading:
     rule: str = ""
 
 
+def clear_caches() -> None:
+    """Empty the reader's memo tables (a judged run is done; its texts are not needed again).
+
+    They hold hundreds of thousands of small objects the garbage collector would otherwise
+    keep rescanning in whatever the process does next (e.g. the behavioural metrics).
+    """
+    for fn in (normalize, _token_tuple, _query_parts, _mention_parts, _anaphor_pattern,
+               _deaccent, _written_capitalised, _name_pattern, _answer_lines):
+        fn.cache_clear()
+
+
 def _tokens(text: str) -> list[str]:
     """Words of a normalised text; each CJK character is a word of its own."""
+    return list(_token_tuple(text))
+
+
+@lru_cache(maxsize=1 << 17)
+def _token_tuple(text: str) -> tuple[str, ...]:
     out: list[str] = []
     for w in _WORD.findall(text):
         if has_cjk(w):
@@ -147,7 +166,7 @@ def _tokens(text: str) -> list[str]:
                 out.append(buf)
         else:
             out.append(w)
-    return out
+    return tuple(out)
 
 
 @lru_cache(maxsize=65536)
@@ -158,19 +177,27 @@ def _query_parts(query: str) -> tuple[str, frozenset[str]]:
 
 @lru_cache(maxsize=65536)
 def _mention_parts(mentions: tuple[str, ...]
-                   ) -> tuple[re.Pattern[str] | None, frozenset[str], list[re.Pattern[str]]]:
-    """Build the subject's anaphor pattern (J5), name words (J8) and alias patterns, once."""
-    heads = sorted({w for m in mentions for w in _tokens(normalize(m))
-                    if len(w) > 2 and w.isalpha() and not has_cjk(w) and w not in _FUNCTION})
-    anaphor = re.compile(
-        r"(?<!\w)(?:the|this|le|la|l'|el|der|die|das|этот|эта)\s+(?:" +
-        "|".join(re.escape(w) for w in heads) + r")(?!\w)") if heads else None
+                   ) -> tuple[tuple[str, ...], frozenset[str], tuple[str, ...]]:
+    """Return the subject's anaphor heads (J5), name words (J8) and normalised aliases.
+
+    Their patterns are compiled only for a text that holds the head or alias at all
+    (:func:`_anaphor_pattern`, :func:`fks.text._alias_pattern`): most texts hold neither.
+    """
+    heads = tuple(sorted({w for m in mentions for w in _tokens(normalize(m))
+                          if len(w) > 2 and w.isalpha() and not has_cjk(w)
+                          and w not in _FUNCTION}))
     name_words = frozenset(w for m in mentions for w in _tokens(normalize(m)))
-    patterns = [
-        re.compile(re.escape(m) if has_cjk(m) else r"(?<!\w)" + re.escape(m) + r"(?!\w)")
-        for m in sorted({normalize(x) for x in mentions if x.strip()},
-                        key=lambda m: (-len(m), m))]
-    return anaphor, name_words, patterns
+    aliases = tuple(sorted({normalize(x) for x in mentions if x.strip()},
+                           key=lambda m: (-len(m), m)))
+    return heads, name_words, aliases
+
+
+@lru_cache(maxsize=65536)
+def _anaphor_pattern(heads: tuple[str, ...]) -> re.Pattern[str]:
+    """J5: a definite article, then a word of the subject's name."""
+    return re.compile(
+        r"(?<!\w)(?:the|this|le|la|l'|el|der|die|das|этот|эта)\s+(?:" +
+        "|".join(re.escape(w) for w in heads) + r")(?!\w)")
 
 
 class _Context:
@@ -180,7 +207,7 @@ class _Context:
                  gazetteer: EntityLexicon | None, numeric: bool) -> None:
         self.query_norm, self.query_words = _query_parts(query)
         self.mentions = mentions
-        self._anaphor, self._name_words, self._mention_patterns = _mention_parts(mentions)
+        self._heads, self._name_words, self._mention_aliases = _mention_parts(mentions)
         self.lexicon = lexicon
         self.gazetteer = gazetteer
         self.numeric = numeric
@@ -218,8 +245,11 @@ class _Context:
                   for a, b, _ in lex.find_all(norm, normalized=True)]
         chars = list(norm)
         n = 0
-        for m in self._mention_patterns:
-            for hit in m.finditer("".join(chars)):
+        for m in self._mention_aliases:
+            text = "".join(chars)
+            if m not in text:
+                continue  # no occurrence at all: no need for the pattern
+            for hit in alias_pattern(m).finditer(text):
                 a, b = hit.span()
                 if any(x <= a and y >= b and y - x > b - a for x, y in longer):
                     continue
@@ -233,7 +263,9 @@ class _Context:
         A definite article before a word of the subject's name (Alexander Island) refers to
         the subject and counts as naming it.
         """
-        return len(self._anaphor.findall(stripped)) if self._anaphor is not None else 0
+        if not any(h in stripped for h in self._heads):
+            return 0  # a match needs a head word (also: no heads, no anaphor)
+        return len(_anaphor_pattern(self._heads).findall(stripped))
 
     def from_subject_name(self, words: list[str]) -> bool:
         """J8: more than half of the content words are words (or starts) of the subject's name."""
@@ -304,7 +336,10 @@ class _Context:
         return " ".join(words[i:]), echoed
 
 
+@lru_cache(maxsize=1 << 16)
 def _deaccent(text: str) -> str:
+    if text.isascii():
+        return text  # NFKC and NFD leave ASCII unchanged; it has no combining marks
     decomposed = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", text))
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
@@ -315,13 +350,24 @@ def _named_in(sentence: str, alias: str, lex: EntityLexicon) -> bool:
     A name is an alias every entity spells with a capital: ``the center of the county`` names
     no ``Center``.
     """
-    if not lex.needs_capital(alias):
-        return True
+    return not lex.needs_capital(alias) or _written_capitalised(sentence, alias)
+
+
+@lru_cache(maxsize=1 << 17)
+def _written_capitalised(sentence: str, alias: str) -> bool:
+    """J6: ``sentence`` writes ``alias`` with a capital somewhere, or has no case at all."""
     text = _deaccent(sentence)
     if text.lower() == text or text.upper() == text:
         return True  # a text without case (all lower or all upper) cannot tell
-    pat = re.compile(r"(?<!\w)" + re.escape(alias) + r"(?!\w)", re.IGNORECASE)
+    if text.isascii() and alias.isascii() and alias not in text.lower():
+        return False  # in ASCII, a case-blind match is a match of the lower-cased text
+    pat = _name_pattern(alias)
     return any(m.group()[:1].isupper() for m in pat.finditer(text))
+
+
+@lru_cache(maxsize=1 << 16)
+def _name_pattern(alias: str) -> re.Pattern[str]:
+    return re.compile(r"(?<!\w)" + re.escape(alias) + r"(?!\w)", re.IGNORECASE)
 
 
 def _looks_named(head: str, sentence: str) -> bool:
@@ -342,9 +388,25 @@ def _qid_order(key: str) -> tuple[int, str]:
 
 
 def _contains(haystack: str, alias: str) -> bool:
+    r"""Tell whether ``alias`` occurs in ``haystack``: a substring (CJK) or on word boundaries.
+
+    The boundaries of :func:`fks.text.find_alias` (not after or before a regex ``\w``, which
+    for text is ``str.isalnum()`` or ``_``), checked without a regex.
+    """
     if has_cjk(alias):
         return alias in haystack
-    return re.search(r"(?<!\w)" + re.escape(alias) + r"(?!\w)", haystack) is not None
+    n, k = len(haystack), len(alias)
+    i = haystack.find(alias)
+    while i != -1:
+        j = i + k
+        if (i == 0 or not _is_word(haystack[i - 1])) and (j == n or not _is_word(haystack[j])):
+            return True
+        i = haystack.find(alias, i + 1)
+    return False
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
 
 
 def _subject_answer(sentence: str, ctx: _Context) -> Reading:

@@ -18,8 +18,11 @@ stay together, so clusters are the same as unsharded) are judged into
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +42,7 @@ from fks.judge._lexicon import (
     build_lexicons,
     entity_key,
 )
+from fks.judge._reader import clear_caches
 from fks.judge._types import REVIEW_REQUIRED, UNPARSEABLE, AnswerGroup, AnswerItem, Judge
 from fks.log import track
 from fks.runlock import locks_run_dir
@@ -47,6 +51,25 @@ __all__ = ["judge_run", "analysis_group", "build_groups", "judge_records", "read
 
 log = logging.getLogger(__name__)
 _CHUNK = 256
+#: cyclic-GC generation-0 threshold while judging (Python's default is 700)
+_GC_GEN0 = 50_000
+
+
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """Run the cyclic garbage collector less often (restored afterwards).
+
+    Judging allocates millions of small, acyclic objects (records, readings, rows) while tens
+    of thousands of records stay alive; at the default threshold the collector rescans them
+    hundreds of times, about a quarter of the alias judge's time on 44,000 records. Reference
+    counting still frees everything as usual; only cycle detection runs less often.
+    """
+    old = gc.get_threshold()
+    gc.set_threshold(_GC_GEN0, *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
 
 
 def analysis_group(use_for_main_forward: bool, use_for_reverse_analysis: bool,
@@ -233,7 +256,15 @@ def judge_run(run_dir: str | Path, benchmark: str | Path | Benchmark, judge: Jud
     Returns:
         the ``stages.judge`` manifest entry (judge identity, counts, checksums).
     """
-    run_dir = Path(run_dir)
+    try:
+        with _fewer_collections():
+            return _judge_run(Path(run_dir), benchmark, judge, shard)
+    finally:
+        clear_caches()
+
+
+def _judge_run(run_dir: Path, benchmark: str | Path | Benchmark, judge: Judge,
+               shard: tuple[int, int] | None) -> dict[str, Any]:
     bench = benchmark if isinstance(benchmark, Benchmark) else load_benchmark(benchmark)
     scored = run_dir / "scored.jsonl"
     records = read_scored(scored, bench)

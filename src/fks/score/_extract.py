@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 from fks.text import has_cjk
 
@@ -120,8 +121,16 @@ def clean(segment: str) -> str:
         text = trimmed
 
 
+_ASCII_ALNUM = re.compile(r"[A-Za-z0-9]")
+
+
 def has_content(segment: str) -> bool:
-    """R9: True when the segment holds a letter or a digit (else it is garbage)."""
+    """R9: True when the segment holds a letter or a digit (else it is garbage).
+
+    In ASCII the letters and digits (categories L and N) are exactly ``[A-Za-z0-9]``.
+    """
+    if segment.isascii():
+        return _ASCII_ALNUM.search(segment) is not None
     return any(unicodedata.category(ch)[0] in "LN" for ch in segment)
 
 
@@ -238,6 +247,13 @@ def answer_lines(raw: str, *, numeric: bool = False) -> tuple[list[str], set[str
     >>> lines, sorted(letters)
     (['India'], ['A', 'B'])
     """
+    lines, letters = _answer_lines(raw, numeric)
+    return list(lines), set(letters)
+
+
+@lru_cache(maxsize=1 << 15)
+def _answer_lines(raw: str, numeric: bool) -> tuple[tuple[str, ...], frozenset[str]]:
+    """:func:`answer_lines`, memoised (continuations repeat across queries and facts)."""
     kept: list[tuple[str, bool]] = []  # (line, it is an option picked after a cue)
     letters: set[str] = set()
     cue_before = False
@@ -268,5 +284,5 @@ def answer_lines(raw: str, *, numeric: bool = False) -> tuple[list[str], set[str
             continue
         kept.append((text, picked))
     if len(letters) >= 2:
-        return [t for t, picked in kept if picked][:1], letters
-    return [t for t, _ in kept], letters
+        return tuple([t for t, picked in kept if picked][:1]), frozenset(letters)
+    return tuple(t for t, _ in kept), frozenset(letters)
