@@ -255,3 +255,16 @@ def test_j5_the_island_refers_to_the_subject(gazetteer):
     assert read("\nArisaka, who was from\nAnswer:\nArisaka, who was from\nAnswer:\nAr",
                 "Arisaka, who was from", ("Arisaka",), EntityLexicon({}),
                 gazetteer)[0] == "UNPARSEABLE"
+
+
+def test_bcs_gap_leaves_out_a_fact_without_scorable_answers():
+    """SmolLM2: a fact whose answers are all UNPARSEABLE has no BCS; it is counted, not a crash."""
+    from fks.judge._agreement import _bcs_gap
+
+    groups = {"q1": "f1", "q2": "f1", "q3": "f2", "q4": "f2"}
+    families = {"q1": "anchor", "q2": "paraphrase", "q3": "anchor", "q4": "paraphrase"}
+    a = {"q1": "UNPARSEABLE", "q2": "UNPARSEABLE", "q3": "ENTITY_Q1", "q4": "ENTITY_Q1"}
+    b = {"q1": "UNPARSEABLE", "q2": "UNPARSEABLE", "q3": "ENTITY_Q1", "q4": "ENTITY_Q2"}
+    gap = _bcs_gap(a, b, groups, families)
+    assert gap["n_facts"] == 1 and gap["n_facts_undefined"] == 1
+    assert gap["mean_abs_gap"] == 0.5

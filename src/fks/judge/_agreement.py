@@ -120,30 +120,43 @@ SCORER_LABELS: dict[str, tuple[str, str]] = {
 
 def _bcs_gap(a: dict[str, str], b: dict[str, str], groups: dict[str, str],
              families: dict[str, str]) -> dict[str, Any]:
-    """Per-fact BCS from both labelings (families present), mean |gap| and both means."""
+    """Per-fact BCS from both labelings (families present), mean |gap| and both means.
+
+    A fact where either labeling has no scorable answer (every answer empty, unparseable or a
+    judge failure: BCS is undefined, spec §6.3) is left out and counted in
+    ``n_facts_undefined``. Facts are summed in sorted order with ``math.fsum``, so the figures
+    do not depend on the hash seed.
+    """
     from fks.metrics.behavior import compute_bcs_bes
 
     by_group: dict[str, list[str]] = defaultdict(list)
-    for qid in a.keys() & b.keys():
+    for qid in sorted(a.keys() & b.keys()):
         by_group[groups[qid]].append(qid)
     gaps: list[float] = []
     bcs_a: list[float] = []
     bcs_b: list[float] = []
-    for qids in by_group.values():
+    undefined = 0
+    for group in sorted(by_group):
+        qids = by_group[group]
         if len(qids) < 2:
             continue
         fams = sorted({families[q] for q in qids})
-        ra = compute_bcs_bes([{"condition_family": families[q], "cluster_id": a[q]}
-                              for q in qids], fams)["bcs"]
-        rb = compute_bcs_bes([{"condition_family": families[q], "cluster_id": b[q]}
-                              for q in qids], fams)["bcs"]
+        try:
+            ra = compute_bcs_bes([{"condition_family": families[q], "cluster_id": a[q]}
+                                  for q in qids], fams)["bcs"]
+            rb = compute_bcs_bes([{"condition_family": families[q], "cluster_id": b[q]}
+                                  for q in qids], fams)["bcs"]
+        except ValueError:  # no scorable main-family answer on one side
+            undefined += 1
+            continue
         bcs_a.append(ra)
         bcs_b.append(rb)
         gaps.append(abs(ra - rb))
     n = len(gaps)
-    return {"n_facts": n, "mean_abs_gap": sum(gaps) / n if n else None,
-            "mean_bcs_a": sum(bcs_a) / n if n else None,
-            "mean_bcs_b": sum(bcs_b) / n if n else None}
+    return {"n_facts": n, "n_facts_undefined": undefined,
+            "mean_abs_gap": math.fsum(gaps) / n if n else None,
+            "mean_bcs_a": math.fsum(bcs_a) / n if n else None,
+            "mean_bcs_b": math.fsum(bcs_b) / n if n else None}
 
 
 def _kinds(a: dict[str, LabelRow], b: dict[str, LabelRow], common: list[str]
