@@ -13,7 +13,7 @@ import pytest
 from fks.configs import load_configs
 from fks.errors import FksInputError
 from fks.generate.manifest import read_run_manifest
-from fks.io import sha256_file
+from fks.io import read_json, sha256_file
 from fks.pipeline import (
     PIPELINE_KEY,
     STAGE_NAMES,
@@ -96,7 +96,13 @@ def test_every_stage_runs_and_records_checksums(setup, first_run):
         families.setdefault(q.fact_id, set()).add(q.condition_family)
     complete = sum(main <= fams for fams in families.values())
     assert head["mode"] == "complete_family" and head["n_facts"] == complete
-    assert {"anchor_accuracy", "bcs", "iss"} <= set(head["figures"])
+    assert {"anchor_accuracy", "iss"} <= set(head["figures"])
+    # BCS is a headline figure exactly when some fact has scorable answers (spec §6.3): the
+    # tiny random model writes gibberish, which the judge reads as UNPARSEABLE
+    beh = read_json(run_dir / "metrics" / "behavioral_model_summary.json")
+    block = beh["readings"][beh["primary_reading"]]["complete_family"]["fixed"]["all"]
+    assert ("bcs" in head["figures"]) == (block["n_scorable"] > 0)
+    assert block["n_scorable"] + block["n_unscorable"] == block["n_facts"]
 
 
 def _normalise(obj: Any, run_dir: Path, drop: frozenset[str] = frozenset()) -> Any:
