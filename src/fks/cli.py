@@ -115,8 +115,8 @@ def _register_stages() -> None:
     from fks.hidden import cli as hidden_cli
     from fks.interop import cli as interop_cli
     from fks.judge import cli as judge_cli
-    from fks.metrics import calibration_cli
     from fks.metrics import cli as metrics_cli
+    from fks.metrics.calibration import cli as calibration_cli
     from fks.pipeline import cli as pipeline_cli
     from fks.report import cli as report_cli
     from fks.scale import cli as scale_cli

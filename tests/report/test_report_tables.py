@@ -10,7 +10,7 @@ import pytest
 from report_runs import synthetic_facts, synthetic_run
 
 from fks.configs import load_configs
-from fks.metrics.clustered_bootstrap import fact_mean, relation_macro
+from fks.metrics.stats.clustered_bootstrap import fact_mean, relation_macro
 from fks.report.inputs import load_run
 from fks.report.statistics import INTERVALS_NAME, Settings, run_statistics
 from fks.report.tables import run_tables, write_table

@@ -89,7 +89,7 @@ class NegativesConfig(_Strict):
 
 
 class SanityConfig(_Strict):
-    """Spec §18 sanity checks: margins and tolerances (``fks.metrics._sanity``).
+    """Spec §18 sanity checks: margins and tolerances (``fks.metrics.internal.sanity``).
 
     Where a rule compares two figures, the tolerance is the relation-clustered bootstrap
     interval of their per-fact difference (``bootstrap.n_resamples``, ``confidence``); the
