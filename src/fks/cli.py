@@ -23,13 +23,16 @@ import typer
 from rich.markup import escape
 
 from fks import __version__
-from fks.configs import ConfigSet, load_configs
+from fks.configs import current, use_overrides
 from fks.errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
     EXIT_SANITY_FAILED,
     FksInputError,
     SanityCheckFailed,
+    reset_strict,
+    set_strict,
+    strict_requested,
 )
 from fks.io import os_error
 from fks.log import console, setup_logging
@@ -48,21 +51,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-_state: dict[str, object] = {"config_paths": [], "configs": None, "verbose": False,
-                             "strict": False}
+_state: dict[str, object] = {"verbose": False}
 
-
-def set_strict(value: bool = True) -> None:
-    """Make a failed §18 sanity check end this invocation with exit code 3 (``--strict``)."""
-    if value:
-        _state["strict"] = True
-
-
-def get_configs() -> ConfigSet:
-    """Return the configs in force for this invocation (defaults merged with ``--config``)."""
-    if _state["configs"] is None:
-        _state["configs"] = load_configs(_state["config_paths"])  # type: ignore[arg-type]
-    return _state["configs"]  # type: ignore[return-value]
+#: kept for callers of earlier versions; stage CLIs use :func:`fks.configs.current` and
+#: :func:`fks.errors.set_strict`, so no stage imports this module
+get_configs = current
 
 
 def _version(value: bool) -> None:
@@ -99,10 +92,10 @@ def _root(
     from fks.pipeline._summary import reset_sanity_failures
 
     setup_logging(verbose)
-    _state["config_paths"] = list(config or [])
-    _state["configs"] = None
+    use_overrides(list(config or []))
     _state["verbose"] = verbose
-    _state["strict"] = strict
+    reset_strict()
+    set_strict(strict)
     reset_sanity_failures()
     set_lock_wait(wait)
 
@@ -155,7 +148,7 @@ def _enforce_strict() -> None:
     from fks.pipeline._summary import sanity_failures
 
     heard = sanity_failures()
-    if _state.get("strict") and heard:
+    if strict_requested() and heard:
         raise SanityCheckFailed(heard[-1])
 
 

@@ -23,7 +23,7 @@ def build_cmd(
     seed: Annotated[int, typer.Option(help="Sampling seed (same seed, same bytes).")] = 20260101,
 ) -> None:
     """Build a benchmark (facts + queries of all eight families) from ParaRel/mParaRel data."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.data.build import DEFAULT_MAX_FACTS, build_benchmark
 
     result = build_benchmark(
@@ -54,7 +54,7 @@ def validate_cmd(
     ] = None,
 ) -> None:
     """Check every hard gate of the construction log; exit 2 on any hard error."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.data.validate import run_validation
 
     run_validation(benchmark, configs=get_configs(), report_path=report)
@@ -94,7 +94,7 @@ def demo_cmd(
     cached), runs every stage of fks run and writes OUT/runs/fks-demo-llama/report.html. With
     --model, that real model runs on the demo benchmark instead (OUT/runs/<model>/).
     """
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.data.demo import run_demo
 
     extra = {k: v for k, v in (("model", model), ("limit", limit)) if v is not None}

@@ -63,7 +63,8 @@ def metrics_cmd(
     ] = False,
 ) -> None:
     """Compute metrics of a run into RUN/metrics/ (spec §17); print the sanity line."""
-    from fks.cli import get_configs, set_strict
+    from fks.configs import current as get_configs
+    from fks.errors import set_strict
     from fks.log import console
     from fks.pipeline._summary import families_absent, render_sanity
 

@@ -60,7 +60,7 @@ def run_cmd(
              "manifest's model folder.")] = None,
 ) -> None:
     """Write RUN/metrics/calibration_summary.json (also the default: fks calibrate RUN)."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.metrics.calibration import CalibrationSettings, run_calibration
 
     configs = get_configs()
@@ -106,7 +106,7 @@ def elicit_cmd(
     ] = "all",
 ) -> None:
     """Ask the model for a verbalized probability of each of its answers (RUN/verbalized.jsonl)."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.data.load import load_benchmark
     from fks.errors import FksInputError
     from fks.generate.backends import make_backend
@@ -157,7 +157,7 @@ def sample_cmd(
         help="Allow the model repository's own code.")] = False,
 ) -> None:
     """Draw k answers per main-forward query at a frozen temperature (RUN/samples.jsonl)."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.data.load import load_benchmark
     from fks.errors import FksInputError
     from fks.generate.backends.hf import HFBackend
