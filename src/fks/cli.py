@@ -103,6 +103,7 @@ def _root(
 def _register_stages() -> None:
     # One import per stage package; each adds its commands (see module docstring).
     from fks.data import cli as data_cli
+    from fks.demo import cli as demo_cli
     from fks.evalharness import cli as harness_cli
     from fks.generate import cli as generate_cli
     from fks.hidden import cli as hidden_cli
@@ -116,8 +117,8 @@ def _register_stages() -> None:
     from fks.score import cli as score_cli
 
     for module in (
-        data_cli, generate_cli, score_cli, judge_cli, hidden_cli, metrics_cli, calibration_cli,
-        report_cli, pipeline_cli, scale_cli, harness_cli, interop_cli,
+        data_cli, demo_cli, generate_cli, score_cli, judge_cli, hidden_cli, metrics_cli,
+        calibration_cli, report_cli, pipeline_cli, scale_cli, harness_cli, interop_cli,
     ):
         module.register(app)
 

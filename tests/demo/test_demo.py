@@ -12,10 +12,10 @@ import pytest
 import fks
 from fks.configs import FAMILIES, load_configs
 from fks.data.build import y_last_prefix
-from fks.data.demo import build_demo_benchmark, demo_source_dir
 from fks.data.load import load_benchmark
 from fks.data.rules import answer_in_subject_surface
 from fks.data.schema import LANGUAGES
+from fks.demo.benchmark import build_demo_benchmark, demo_source_dir
 from fks.io import read_json
 
 LANG_DIRS = ("en", "zh-hans", "fr", "es", "de", "ru")
@@ -220,8 +220,8 @@ def test_fks_demo_command(tmp_path, monkeypatch):
     import functools
 
     from fks.cli import main
-    from fks.data import demo
-    from fks.demo_model import DemoModelConfig
+    from fks.demo import run as demo
+    from fks.demo.model import DemoModelConfig
 
     # fks demo also trains a demo model and runs every stage: keep it small and its cache here
     # (the full-size path is tested at reduced size in tests/pipeline/test_demo_pipeline.py)

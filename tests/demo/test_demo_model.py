@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from fks.configs import load_configs
-from fks.data.demo import build_demo_benchmark
 from fks.data.load import Benchmark, load_benchmark
-from fks.demo_model import (
+from fks.demo.benchmark import build_demo_benchmark
+from fks.demo.model import (
     ABSTAIN_ANSWER,
     INFO_NAME,
     ROLE_SHARES,
@@ -94,7 +94,7 @@ def test_examples_follow_the_split(demo_bench, plan):
 
 # ------------------------------------------------------------------------- tokenisation
 def test_examples_encode_as_prompt_then_answer_then_eos(plan):
-    from fks.demo_model import train_tokenizer
+    from fks.demo.model import train_tokenizer
 
     tok = train_tokenizer(plan.corpus[:400], 400)
     examples = plan.examples[:20]
@@ -133,7 +133,7 @@ def test_training_is_deterministic(plan, tmp_path):
 def test_trained_model_loads_and_generates(plan, tmp_path):
     from transformers import AutoTokenizer
 
-    from fks.demo_model import train_tokenizer
+    from fks.demo.model import train_tokenizer
     from fks.generate.backends import make_backend
 
     train_demo_model(plan.examples[:64], plan.corpus, tmp_path / "m", config=SMALL)
@@ -151,7 +151,7 @@ def test_trained_model_loads_and_generates(plan, tmp_path):
 
 # ------------------------------------------------------------------------------- cache
 def test_ensure_demo_model_trains_once_then_reuses(demo_bench, tmp_path, monkeypatch):
-    import fks.demo_model._cache as cache
+    import fks.demo.model._cache as cache
 
     configs = load_configs()
     calls = []
@@ -179,7 +179,7 @@ def test_ensure_demo_model_trains_once_then_reuses(demo_bench, tmp_path, monkeyp
 
 
 def test_failed_training_leaves_nothing(demo_bench, tmp_path, monkeypatch):
-    import fks.demo_model._cache as cache
+    import fks.demo.model._cache as cache
 
     def boom(*args, **kwargs):
         (Path(args[2]) / "model.safetensors").write_bytes(b"partial")
@@ -193,7 +193,7 @@ def test_failed_training_leaves_nothing(demo_bench, tmp_path, monkeypatch):
 
 
 def test_cache_root_follows_fks_cache(monkeypatch, tmp_path):
-    from fks.demo_model import cache_root
+    from fks.demo.model import cache_root
 
     monkeypatch.setenv("FKS_CACHE", str(tmp_path))
     assert cache_root() == tmp_path / "demo_model"

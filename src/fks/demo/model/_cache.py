@@ -1,7 +1,7 @@
 """Find or train the cached demo model: ``<cache>/demo_model/<key>/``, installed atomically.
 
 The key is the sha256 of the training data (every example's prompt and answer, the tokenizer
-corpus), the :class:`~fks.demo_model.DemoModelConfig`, the prompt cap and the fks version, so
+corpus), the :class:`~fks.demo.model.DemoModelConfig`, the prompt cap and the fks version, so
 any change to one of them trains a new model beside the old one. Training happens in a
 temporary sibling folder that is renamed into place only once the weights, the tokenizer and
 ``demo_model.json`` (written last) are on disk: a crash never leaves a half-written model under
@@ -24,8 +24,8 @@ from typing import Any
 from fks import __version__
 from fks.configs import ConfigSet
 from fks.data.load import Benchmark, load_benchmark
-from fks.demo_model._plan import TrainingPlan, plan_training
-from fks.demo_model._train import DemoModelConfig, train_demo_model
+from fks.demo.model._plan import TrainingPlan, plan_training
+from fks.demo.model._train import DemoModelConfig, train_demo_model
 from fks.errors import FksInputError
 from fks.io import atomic_write_json, fks_cache_dir, read_json
 
@@ -126,7 +126,7 @@ def ensure_demo_model(
             ``models.generation.max_prompt_len`` is read from them).
         cache_dir: the folder holding cached models (default: :func:`cache_root`).
         benchmark: the demo benchmark when already built (default: build it in a temporary
-            folder with :func:`fks.data.demo.build_demo_benchmark`).
+            folder with :func:`fks.demo.benchmark.build_demo_benchmark`).
         config: architecture and training settings (default :class:`DemoModelConfig`).
 
     Returns:
@@ -137,7 +137,7 @@ def ensure_demo_model(
     max_prompt_len = configs.models.generation.max_prompt_len
     with tempfile.TemporaryDirectory(prefix="fks-demo-bench-") as scratch:
         if benchmark is None:
-            from fks.data.demo import build_demo_benchmark
+            from fks.demo.benchmark import build_demo_benchmark
 
             benchmark = build_demo_benchmark(Path(scratch) / "benchmark", configs=configs)
         bench = benchmark if isinstance(benchmark, Benchmark) else load_benchmark(benchmark)

@@ -1,14 +1,9 @@
-"""The embedded demo: a small hand-written source, its benchmark, and ``fks demo``.
-
-The package ships ``fks/data/demo_source/``: about 215 facts over ten registry relations, written
-by hand for fks in the mParaRel layout (``mpararel/data/mpararel_reviewed/{tuples,patterns}/
-<lang>/P<id>.jsonl``, six languages, coverage ragged on purpose). Building it with the regular
-builder gives a small benchmark with all eight condition families, fully offline, in seconds.
-See ``fks/data/demo_source/README.md`` for what the source holds.
+"""``fks demo``: the embedded benchmark, the demo model and every stage, fully offline.
 
 ``run_demo`` is the body of ``fks demo``; it composes library calls only: the benchmark
-build, :func:`fks.demo_model.ensure_demo_model` (a tiny Llama fks trains itself, cached) and
-:func:`fks.pipeline.run_pipeline` (every stage of ``fks run``, ending in ``report.html``).
+build (:mod:`fks.demo.benchmark`), :func:`fks.demo.model.ensure_demo_model` (a tiny Llama fks
+trains itself, cached) and :func:`fks.pipeline.run_pipeline` (every stage of ``fks run``,
+ending in ``report.html``).
 """
 
 from __future__ import annotations
@@ -18,77 +13,22 @@ import logging
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fks.configs import ConfigSet
-from fks.data.build import BuildResult, build_benchmark
 from fks.data.stats import render_statistics
+from fks.demo.benchmark import build_demo
 from fks.errors import FksInputError
 from fks.io import atomic_write_json, read_json
 from fks.log import console
 
 if TYPE_CHECKING:
-    from fks.demo_model import DemoModelConfig
+    from fks.demo.model import DemoModelConfig
 
-__all__ = ["DEMO_SEED", "DEMO_MODEL_NAME", "DemoResult", "demo_source_dir", "build_demo_benchmark",
-           "run_demo"]
+__all__ = ["DEMO_MODEL_NAME", "DemoResult", "run_demo"]
 
 log = logging.getLogger(__name__)
-
-#: Seed of the demo build (the decoding protocol's seed; same seed, same bytes).
-DEMO_SEED = 20260101
-
-
-def demo_source_dir() -> Path:
-    """Return the packaged demo source folder (the root the builder reads).
-
-    Raises:
-        RuntimeError: fks is installed in a form whose data files are not plain files
-            (a zip import); the builder needs a folder on disk.
-    """
-    folder = files("fks.data") / "demo_source"
-    if not isinstance(folder, Path) or not folder.is_dir():
-        raise RuntimeError(
-            f"the packaged demo source is not a folder on disk ({folder!r}); "
-            "install fks as files (pip install, not a zip import)"
-        )
-    return folder
-
-
-def _build_checked(out: Path, configs: ConfigSet) -> BuildResult:
-    """Build the demo benchmark into ``out`` and insist that it passes validation."""
-    result = build_benchmark(demo_source_dir(), out, configs=configs, max_facts=None,
-                             seed=DEMO_SEED)
-    if not result.report["passed"]:
-        first = result.report["hard_errors"][0]
-        raise FksInputError(
-            f"the demo benchmark fails validation gate {first['gate']}: {first['message']} "
-            f"({len(result.report['hard_errors'])} hard errors; configs in force may not fit "
-            "the demo source)",
-            path=first.get("path"), line=first.get("line"), field=first.get("field"),
-        )
-    return result
-
-
-def build_demo_benchmark(out: Path, *, configs: ConfigSet) -> Path:
-    """Build the demo benchmark (every candidate fact, seed ``DEMO_SEED``) into ``out``.
-
-    Args:
-        out: the benchmark directory to write (created; stale benchmark files replaced).
-        configs: the configs in force (relation registry, condition registry, switches).
-
-    Returns:
-        ``out``, holding ``benchmark_facts_<N>.jsonl``, ``evaluation_queries_<M>.jsonl``,
-        ``dataset_statistics.json``, ``benchmark_manifest.json`` and ``validation_report.json``.
-
-    Raises:
-        FksInputError: the built benchmark fails a validation gate (for instance with
-            ``--config`` overrides that switch relations off).
-    """
-    return _build_checked(Path(out), configs).out
-
 
 #: the demo model's run folder name (``OUT/runs/<name>/``)
 DEMO_MODEL_NAME = "fks-demo-llama"
@@ -166,7 +106,7 @@ def run_demo(
     :data:`REAL_DEMO_JLENS_PROMPTS` prompts.
 
     1. build and validate the demo benchmark into ``out/benchmark/`` (and print its table);
-    2. :func:`fks.demo_model.ensure_demo_model`: train the demo model on part of the demo
+    2. :func:`fks.demo.model.ensure_demo_model`: train the demo model on part of the demo
        facts (first run only; cached under ``$FKS_CACHE`` or ``~/.cache/fks``);
     3. :func:`fks.pipeline.run_pipeline` with the ``hf`` backend on CPU into
        ``out/runs/fks-demo-llama/``: generate, score, judge, behaviour metrics, hidden states,
@@ -176,12 +116,12 @@ def run_demo(
     Args:
         out: the demo's output folder.
         configs: the configs in force.
-        model_config: demo model settings (default :class:`~fks.demo_model.DemoModelConfig`;
+        model_config: demo model settings (default :class:`~fks.demo.model.DemoModelConfig`;
             smaller ones make quick tests).
         limit: evaluate only this many facts (round-robin over relations); the model is still
             trained on the full demo split.
         cache_dir: where trained demo models are cached (default: see
-            :func:`fks.demo_model.cache_root`).
+            :func:`fks.demo.model.cache_root`).
         jlens_prompts: main queries the J-Lens average runs over.
         threads: torch threads while the demo runs (default 1: the demo model is so small
             that more threads only add synchronisation; None leaves torch's setting).
@@ -190,7 +130,7 @@ def run_demo(
     Raises:
         FksInputError: ``model`` is not in the registry (or its package is not installed).
     """
-    from fks.demo_model import DemoModelConfig, ensure_demo_model
+    from fks.demo.model import DemoModelConfig, ensure_demo_model
     from fks.pipeline import PipelineContext, PipelineOptions, render_headline, run_pipeline
 
     out = Path(out)
@@ -198,7 +138,7 @@ def run_demo(
         return _run_real_model(out, model, configs=configs,
                                limit=REAL_DEMO_LIMIT if limit is None else limit,
                                jlens_prompts=min(jlens_prompts, REAL_DEMO_JLENS_PROMPTS))
-    result = _build_checked(out / "benchmark", configs)
+    result = build_demo(out / "benchmark", configs)
     render_statistics(result.statistics)
     log.info("demo benchmark (validation passed): %s", result.out)
     with _torch_threads(threads):
@@ -233,7 +173,7 @@ def _run_real_model(out: Path, model: str, *, configs: ConfigSet, limit: int | N
                             field="model")
     if entry.path.startswith(PACKAGE_SCHEME):
         locate_package_file(entry.path)  # a missing package: exit 2 before the build
-    result = _build_checked(out / "benchmark", configs)
+    result = build_demo(out / "benchmark", configs)
     render_statistics(result.statistics)
     log.info("demo benchmark (validation passed): %s", result.out)
     _reset_stale_run(out, {"model": model, "model_path": entry.path, "limit": limit,

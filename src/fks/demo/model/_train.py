@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from fks.demo_model._plan import Example
+from fks.demo.model._plan import Example
 from fks.generate.prompts import encode_prompt
 from fks.log import progress_bar
 
@@ -188,7 +188,7 @@ def train_demo_model(
     """Train the tokenizer and the model and save both (safetensors) into ``out``.
 
     Args:
-        examples: the training examples (:func:`fks.demo_model.plan_training`).
+        examples: the training examples (:func:`fks.demo.model.plan_training`).
         corpus: the tokenizer's training texts.
         out: the folder to write (created); loadable with ``from_pretrained(out)``.
         config: architecture and optimisation settings.

@@ -1,15 +1,15 @@
 """The demo model: a tiny causal LM that fks trains itself, offline and deterministically.
 
 ``fks demo`` evaluates it on the embedded demo benchmark. It is trained on part of the demo
-facts and phrasings (:mod:`fks.demo_model._plan`: some facts under every family, some under
+facts and phrasings (:mod:`fks.demo.model._plan`: some facts under every family, some under
 anchor and paraphrases only, a few taught to abstain, the rest never seen), so the report shows
 real differences between families, between stable-correct and unstable facts, and between
-layers. Training (:mod:`fks.demo_model._train`) takes about a minute on one CPU core and is
-cached (:mod:`fks.demo_model._cache`).
+layers. Training (:mod:`fks.demo.model._train`) takes about a minute on one CPU core and is
+cached (:mod:`fks.demo.model._cache`).
 """
 
-from fks.demo_model._cache import INFO_NAME, cache_root, demo_model_key, ensure_demo_model
-from fks.demo_model._plan import (
+from fks.demo.model._cache import INFO_NAME, cache_root, demo_model_key, ensure_demo_model
+from fks.demo.model._plan import (
     ABSTAIN_ANSWER,
     ROLE_SHARES,
     ROLES,
@@ -19,7 +19,7 @@ from fks.demo_model._plan import (
     assign_roles,
     plan_training,
 )
-from fks.demo_model._train import (
+from fks.demo.model._train import (
     SPECIAL_TOKENS,
     DemoModelConfig,
     encode_examples,
