@@ -89,7 +89,7 @@ def _root(
     ] = False,
 ) -> None:
     """Fact Knowledge Stability toolkit."""
-    from fks.pipeline._summary import reset_sanity_failures
+    from fks.pipeline import reset_sanity_failures
 
     setup_logging(verbose)
     use_overrides(list(config or []))
@@ -146,7 +146,7 @@ def _usage_error_types() -> tuple[type[Exception], ...]:
 
 def _enforce_strict() -> None:
     """Raise :class:`SanityCheckFailed` when ``--strict`` is on and a failure was printed."""
-    from fks.pipeline._summary import sanity_failures
+    from fks.pipeline import sanity_failures
 
     heard = sanity_failures()
     if strict_requested() and heard:

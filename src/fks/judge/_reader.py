@@ -71,8 +71,8 @@ from functools import lru_cache
 from typing import Literal
 
 from fks.judge._lexicon import EntityLexicon, semantic_key
-from fks.score import _lexicon as score_lex
-from fks.score._extract import (
+from fks.score import lexicon as score_lex
+from fks.score.extract import (
     FUNCTION_WORDS,
     answer_lines,
     clean,
@@ -80,7 +80,7 @@ from fks.score._extract import (
     is_placeholder,
     strip_line,
 )
-from fks.score._match import phrase_pattern
+from fks.score.match import phrase_pattern
 from fks.text import has_cjk, is_cjk, normalize
 
 __all__ = ["Reading", "read_answer", "Kind", "subject_key"]

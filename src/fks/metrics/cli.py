@@ -66,7 +66,7 @@ def metrics_cmd(
     from fks.configs import current as get_configs
     from fks.errors import set_strict
     from fks.log import console
-    from fks.pipeline._summary import families_absent, render_sanity
+    from fks.pipeline import families_absent, render_sanity
 
     set_strict(strict)
     if part != "all" and part not in PARTS:

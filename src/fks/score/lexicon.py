@@ -1,7 +1,7 @@
 """Word lists the five-label scorer uses (rules R2, R5, R6, R7, R8, R9 of :mod:`fks.score`).
 
 Every phrase here is written in natural spelling and compared after the scorer's own
-normalisation (:func:`fks.score._match.norm`: NFKC, casefold, diacritics dropped, curly
+normalisation (:func:`fks.score.match.norm`: NFKC, casefold, diacritics dropped, curly
 apostrophes straightened), so ``weiß`` and ``weiss``, ``sé`` and ``se`` are the same entry.
 """
 

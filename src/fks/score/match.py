@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from fks.score import _lexicon as lex
+from fks.score import lexicon as lex
 from fks.text import find_alias, has_cjk, normalize
 
 __all__ = [
