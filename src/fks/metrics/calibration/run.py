@@ -166,9 +166,14 @@ OUTCOME_PRECEDENCE: tuple[str, ...] = (
 SLICE_DIMENSIONS: tuple[str, ...] = ("language", "relation", "condition_family",
                                      "answer_in_subject_surface", "answer_length",
                                      "difficulty", "data_source")
+#: written into calibration_summary.json; the module names in these texts (and in the bootstrap
+#: ``method`` and :data:`~fks.metrics.calibration.span.SPAN_SOURCES`) are frozen output text,
+#: kept as they were before the issue-16 layout (``fks.metrics._calibration_span`` is now
+#: :mod:`fks.metrics.calibration.span`, ``fks.metrics.bootstrap`` is
+#: :mod:`fks.metrics.stats.bootstrap`) so that the outputs stay byte-identical
 SLICE_RULES: dict[str, str] = {
     "answer_length": "tokens of the judge's answer span (1, 2, 3-4, 5+); unknown when the "
-                     "token offsets are not known (fks.metrics.calibration.span)",
+                     "token offsets are not known (fks.metrics._calibration_span)",
     "difficulty": "the relation's anchor accuracy in this run, leaving the fact itself out: "
                   "share of CORRECT among the answered anchor queries of the relation's other "
                   "facts; hard < 1/3 <= medium < 2/3 <= easy; unknown when no other fact of the "
@@ -243,7 +248,7 @@ class CalibrationSettings:
                         "facts"},
             "max_curve_points": self.max_curve_points,
             "bootstrap": {"unit": "fact", "n_resamples": self.n_resamples, "level": self.level,
-                          "seed": self.seed, "method": "percentile (fks.metrics.stats.bootstrap)"},
+                          "seed": self.seed, "method": "percentile (fks.metrics.bootstrap)"},
             "recalibration_split": {"unit": "fact", "dev_fraction": self.dev_fraction,
                                     "salt": SPLIT_SALT,
                                     "rule": "dev when int(sha256(salt + ':' + fact_id)[:16], 16)"

@@ -46,11 +46,13 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: output text (calibration_summary.json): the old module name stays so outputs are unchanged
+#: (see ``SLICE_RULES`` in :mod:`fks.metrics.calibration.run`)
 SPAN_SOURCES: dict[str, str] = {
     "answer_span_probability": (
         "exp(sum of the log-probs of the tokens of the judge's answer span): the probability "
         "of the answer string itself, text around it excluded (tokens located by character "
-        "offsets; see fks.metrics.calibration.span)"),
+        "offsets; see fks.metrics._calibration_span)"),
     "answer_span_probability_per_token": (
         "exp(mean log-prob over the answer span's tokens): the length-normalised answer-span "
         "probability (geometric mean per token); not a probability of the event, a "
