@@ -21,7 +21,7 @@ import time
 import numpy as np
 import scipy.stats
 
-from fks.metrics.clustered_bootstrap import (
+from fks.metrics.stats.clustered_bootstrap import (
     KtsSpace,
     draw_clusters,
     fact_estimates,

@@ -87,9 +87,9 @@ def _write(path: Path, rows: list[dict]) -> None:
 
 
 def _bootstrap_ratio(rng: np.random.Generator, n_facts: int) -> tuple[float, float]:
-    from fks.metrics._calibration_boot import fact_clustered_replicates
-    from fks.metrics.bootstrap import resample_indices
     from fks.metrics.calibration import calibration_report
+    from fks.metrics.calibration.bootstrap import fact_clustered_replicates
+    from fks.metrics.stats.bootstrap import resample_indices
 
     codes = np.repeat(np.arange(n_facts), 15)
     conf = rng.random(codes.size)

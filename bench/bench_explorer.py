@@ -1,7 +1,7 @@
 """Size and load time of the fact explorer at full scale (run by hand, not pytest).
 
 Writes a synthetic benchmark shaped like the published one -- 2,592 facts in 20 relations,
-the main families drawn by :func:`fks.metrics._synthetic.published_counts` (39,260 queries),
+the main families drawn by :func:`fks.metrics.internal.synthetic.published_counts` (39,260 queries),
 one four-option recognition query per fact and reverse queries for the rest, 44,000 queries
 in all -- and, per model, a synthetic run: ``judged.jsonl`` with every field a real record
 has, ``behavioral_per_fact.jsonl``, ``iss_per_fact.jsonl`` and ``iss_per_fact_layer.jsonl``
@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from fks.configs import load_configs  # noqa: E402
-from fks.metrics._synthetic import published_counts  # noqa: E402
 from fks.metrics.behavior import behavior_group  # noqa: E402
+from fks.metrics.internal.synthetic import published_counts  # noqa: E402
 from fks.report.build import ReportRun  # noqa: E402
 from fks.report.explorer import write_explorer  # noqa: E402
 from fks.report.inputs import load_run  # noqa: E402

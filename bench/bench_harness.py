@@ -20,7 +20,7 @@ import numpy as np
 from fks.evalharness.config import BUCKET_LABELS, load_harness_config
 from fks.evalharness.inputs import CaseRecord, GoldRecord
 from fks.evalharness.scoring import score_batch
-from fks.metrics.bootstrap import percentile_bootstrap
+from fks.metrics.stats.bootstrap import percentile_bootstrap
 
 
 def _timed(fn, repeat: int = 3) -> float:

@@ -9,7 +9,7 @@ child) are measured cleanly:
 * generate -- a synthetic benchmark shaped like the published one (2,592 facts, 21 relations,
   39,260 main queries over five families), a hidden store of ``--layers`` float16 layers of
   width ``--d`` written batch by batch (about 4.7 GB at full scale) and a J-Lens fit of the
-  window layers (``fks.metrics._synthetic``);
+  window layers (``fks.metrics.internal.synthetic``);
 * run -- ``fks metrics RUN --part internal`` (every window layer: ISS, KTS for 10 pairs and
   every fact selection, the §18 sanity checks, all output files);
 * ratio -- on the representative window layer, the vectorised ISS (Gram blocks + pair scores
@@ -44,8 +44,8 @@ GENERATE = r"""
 import json, sys, time
 import numpy as np
 from pathlib import Path
-from fks.metrics._synthetic import (planted_states, published_counts, write_synthetic_benchmark,
-                                    write_synthetic_jlens, write_synthetic_store)
+from fks.metrics.internal.synthetic import (planted_states, published_counts,
+    write_synthetic_benchmark, write_synthetic_jlens, write_synthetic_store)
 out, n_facts, n_rel, d, L = Path(sys.argv[1]), *map(int, sys.argv[2:6])
 t0 = time.perf_counter()
 rng = np.random.default_rng(0)
@@ -71,11 +71,11 @@ from pathlib import Path
 from fks.configs import load_configs
 from fks.hidden.jlens import load_jlens
 from fks.hidden.store import HiddenStore
-from fks.metrics._internal_engine import (build_design, load_layer, representative_layer,
+from fks.metrics.internal.engine import (build_design, load_layer, representative_layer,
                                           window_layers)
-from fks.metrics._negatives import negatives_from_lists
-from fks.metrics._scores import BlockGrams, iss_from_pairs, pair_scores
-from fks.metrics._space import embed, family_centroids, pairs_of
+from fks.metrics.internal.negatives import negatives_from_lists
+from fks.metrics.internal.scores import BlockGrams, iss_from_pairs, pair_scores
+from fks.metrics.internal.space import embed, family_centroids, pairs_of
 from fks.metrics.internal import compute_iss_for_fact
 from fks.data.load import load_benchmark
 out = Path(sys.argv[1])

@@ -42,8 +42,8 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 import torch  # noqa: E402
 
 from fks.configs import load_configs  # noqa: E402
-from fks.data.demo import build_demo_benchmark  # noqa: E402
 from fks.data.load import load_benchmark  # noqa: E402
+from fks.demo.benchmark import build_demo_benchmark  # noqa: E402
 from fks.generate.prompts import build_prompt, encode_prompt  # noqa: E402
 from fks.io import read_jsonl  # noqa: E402
 from fks.pipeline import PipelineContext, PipelineOptions, limit_facts, run_pipeline  # noqa: E402

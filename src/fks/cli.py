@@ -23,13 +23,16 @@ import typer
 from rich.markup import escape
 
 from fks import __version__
-from fks.configs import ConfigSet, load_configs
+from fks.configs import current, use_overrides
 from fks.errors import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL,
     EXIT_SANITY_FAILED,
     FksInputError,
     SanityCheckFailed,
+    reset_strict,
+    set_strict,
+    strict_requested,
 )
 from fks.io import os_error
 from fks.log import console, setup_logging
@@ -48,21 +51,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-_state: dict[str, object] = {"config_paths": [], "configs": None, "verbose": False,
-                             "strict": False}
+_state: dict[str, object] = {"verbose": False}
 
-
-def set_strict(value: bool = True) -> None:
-    """Make a failed §18 sanity check end this invocation with exit code 3 (``--strict``)."""
-    if value:
-        _state["strict"] = True
-
-
-def get_configs() -> ConfigSet:
-    """Return the configs in force for this invocation (defaults merged with ``--config``)."""
-    if _state["configs"] is None:
-        _state["configs"] = load_configs(_state["config_paths"])  # type: ignore[arg-type]
-    return _state["configs"]  # type: ignore[return-value]
+#: kept for callers of earlier versions; stage CLIs use :func:`fks.configs.current` and
+#: :func:`fks.errors.set_strict`, so no stage imports this module
+get_configs = current
 
 
 def _version(value: bool) -> None:
@@ -96,13 +89,13 @@ def _root(
     ] = False,
 ) -> None:
     """Fact Knowledge Stability toolkit."""
-    from fks.pipeline._summary import reset_sanity_failures
+    from fks.pipeline import reset_sanity_failures
 
     setup_logging(verbose)
-    _state["config_paths"] = list(config or [])
-    _state["configs"] = None
+    use_overrides(list(config or []))
     _state["verbose"] = verbose
-    _state["strict"] = strict
+    reset_strict()
+    set_strict(strict)
     reset_sanity_failures()
     set_lock_wait(wait)
 
@@ -110,21 +103,22 @@ def _root(
 def _register_stages() -> None:
     # One import per stage package; each adds its commands (see module docstring).
     from fks.data import cli as data_cli
+    from fks.demo import cli as demo_cli
     from fks.evalharness import cli as harness_cli
     from fks.generate import cli as generate_cli
     from fks.hidden import cli as hidden_cli
     from fks.interop import cli as interop_cli
     from fks.judge import cli as judge_cli
-    from fks.metrics import calibration_cli
     from fks.metrics import cli as metrics_cli
+    from fks.metrics.calibration import cli as calibration_cli
     from fks.pipeline import cli as pipeline_cli
     from fks.report import cli as report_cli
     from fks.scale import cli as scale_cli
     from fks.score import cli as score_cli
 
     for module in (
-        data_cli, generate_cli, score_cli, judge_cli, hidden_cli, metrics_cli, calibration_cli,
-        report_cli, pipeline_cli, scale_cli, harness_cli, interop_cli,
+        data_cli, demo_cli, generate_cli, score_cli, judge_cli, hidden_cli, metrics_cli,
+        calibration_cli, report_cli, pipeline_cli, scale_cli, harness_cli, interop_cli,
     ):
         module.register(app)
 
@@ -152,10 +146,10 @@ def _usage_error_types() -> tuple[type[Exception], ...]:
 
 def _enforce_strict() -> None:
     """Raise :class:`SanityCheckFailed` when ``--strict`` is on and a failure was printed."""
-    from fks.pipeline._summary import sanity_failures
+    from fks.pipeline import sanity_failures
 
     heard = sanity_failures()
-    if _state.get("strict") and heard:
+    if strict_requested() and heard:
         raise SanityCheckFailed(heard[-1])
 
 

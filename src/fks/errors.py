@@ -11,13 +11,34 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = ["FksInputError", "SanityCheckFailed", "EXIT_OK", "EXIT_INTERNAL", "EXIT_BAD_INPUT",
-           "EXIT_SANITY_FAILED"]
+           "EXIT_SANITY_FAILED", "set_strict", "reset_strict", "strict_requested"]
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_BAD_INPUT = 2
 #: ``--strict``: the outputs were written, but a §18 sanity check failed
 EXIT_SANITY_FAILED = 3
+
+_strict = {"on": False}
+
+
+def set_strict(value: bool = True) -> None:
+    """Make a failed §18 sanity check end this invocation with exit code 3 (``--strict``).
+
+    ``False`` leaves the setting as it is, so a stage's ``--strict`` adds to the root one.
+    """
+    if value:
+        _strict["on"] = True
+
+
+def reset_strict() -> None:
+    """Begin an invocation without ``--strict`` (the root ``fks`` command calls it)."""
+    _strict["on"] = False
+
+
+def strict_requested() -> bool:
+    """Whether ``--strict`` is in force for this invocation."""
+    return _strict["on"]
 
 
 class SanityCheckFailed(RuntimeError):

@@ -100,3 +100,7 @@ def strip_mentions(text: str, mentions: Iterable[str]) -> str:
     for m in sorted({normalize(x) for x in mentions if x.strip()}, key=lambda m: (-len(m), m)):
         t = _alias_pattern(m).sub(" ", t)
     return _WS.sub(" ", t).strip()
+
+
+#: the compiled, cached whole-alias pattern that :func:`find_alias` uses (public for the judge)
+alias_pattern = _alias_pattern

@@ -40,7 +40,7 @@ def _need(module: str, install: str) -> None:
 @pytest.fixture(scope="session")
 def demo_bench(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from fks.configs import load_configs
-    from fks.data.demo import build_demo_benchmark
+    from fks.demo.benchmark import build_demo_benchmark
 
     return build_demo_benchmark(tmp_path_factory.mktemp("demo") / "bench", configs=load_configs())
 

@@ -311,7 +311,7 @@ def test_second_forward_pass_reproduces_the_stored_states(tiny_model_and_tokeniz
     # pass in another batch composition) and kept in float32 beside the float16 store
     from fks.hidden.extract import DUPLICATE_PASS_NAME
     from fks.hidden.store import HiddenStore as Store
-    from fks.metrics._sanity import duplicate_cosine_gap
+    from fks.metrics.internal.sanity import duplicate_cosine_gap
 
     model, tok = tiny_model_and_tokenizer
     bench = load_benchmark(tiny_benchmark_dir)

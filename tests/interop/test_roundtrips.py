@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from fks.configs import load_configs
-from fks.data.demo import build_demo_benchmark
 from fks.data.load import load_benchmark
+from fks.demo.benchmark import build_demo_benchmark
 from fks.io import read_jsonl
 from fks.pipeline._context import limit_facts
 

@@ -7,8 +7,8 @@ import functools
 import pytest
 
 from fks.configs import load_configs
-from fks.data.demo import DEMO_MODEL_NAME, run_demo
-from fks.demo_model import INFO_NAME, DemoModelConfig
+from fks.demo.model import INFO_NAME, DemoModelConfig
+from fks.demo.run import DEMO_MODEL_NAME, run_demo
 from fks.io import read_json
 from fks.pipeline import STAGE_NAMES
 
@@ -24,7 +24,7 @@ def test_fks_demo_runs_every_stage_and_reuses_its_cache(tmp_path, monkeypatch, c
 
     cache = tmp_path / "cache"
     small_demo = functools.partial(run_demo, cache_dir=cache, **KNOBS)
-    monkeypatch.setattr("fks.data.demo.run_demo", small_demo)
+    monkeypatch.setattr("fks.demo.run.run_demo", small_demo)
     out = tmp_path / "demo"
     with pytest.raises(SystemExit) as exc:
         main(["demo", "--out", str(out)])
@@ -42,7 +42,7 @@ def test_fks_demo_runs_every_stage_and_reuses_its_cache(tmp_path, monkeypatch, c
     assert (out / "benchmark" / "validation_report.json").is_file()
 
     # second time: the cached model, and every stage up to date
-    import fks.demo_model._cache as cache_mod
+    import fks.demo.model._cache as cache_mod
 
     def no_training(*args, **kwargs):
         raise AssertionError("the cached demo model was not reused")

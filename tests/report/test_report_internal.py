@@ -12,14 +12,14 @@ import json
 import pytest
 
 from fks.configs import load_configs
-from fks.metrics._synthetic import (
+from fks.metrics.internal import run_internal_metrics
+from fks.metrics.internal.synthetic import (
     planted_states,
     published_counts,
     write_synthetic_benchmark,
     write_synthetic_jlens,
     write_synthetic_store,
 )
-from fks.metrics.internal import run_internal_metrics
 from fks.report.build import build_report
 from fks.report.inputs import load_run
 from fks.report.statistics import Settings, run_statistics

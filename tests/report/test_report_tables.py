@@ -10,7 +10,7 @@ import pytest
 from report_runs import synthetic_facts, synthetic_run
 
 from fks.configs import load_configs
-from fks.metrics.clustered_bootstrap import fact_mean, relation_macro
+from fks.metrics.stats.clustered_bootstrap import fact_mean, relation_macro
 from fks.report.inputs import load_run
 from fks.report.statistics import INTERVALS_NAME, Settings, run_statistics
 from fks.report.tables import run_tables, write_table
@@ -91,7 +91,7 @@ def test_tables_are_written_with_the_expected_columns(run_and_stats, settings, t
                             "behavior_breakdown", "answer_coverage", "kts_pairs",
                             "joint_quadrants", "joint_correlations"]
     # (the readings table needs the model summaries, which this synthetic run lacks; see
-    # tests/metrics/test_sanity_heard.py)
+    # tests/metrics/internal/test_sanity_heard.py)
     out = tmp_path / "tables"
     for t in tables.values():
         write_table(t, out)

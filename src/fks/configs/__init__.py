@@ -32,6 +32,9 @@ from fks.errors import FksInputError
 from fks.io import read_yaml
 
 __all__ = [
+    "current",
+    "use_overrides",
+    "deep_merge",
     "FAMILIES",
     "MetricsConfig",
     "ModelsConfig",
@@ -89,7 +92,7 @@ class NegativesConfig(_Strict):
 
 
 class SanityConfig(_Strict):
-    """Spec §18 sanity checks: margins and tolerances (``fks.metrics._sanity``).
+    """Spec §18 sanity checks: margins and tolerances (``fks.metrics.internal.sanity``).
 
     Where a rule compares two figures, the tolerance is the relation-clustered bootstrap
     interval of their per-fact difference (``bootstrap.n_resamples``, ``confidence``); the
@@ -329,11 +332,12 @@ class ConfigSet(BaseModel):
         } | {"sources": self.sources}
 
 
-def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Return ``base`` with ``override`` merged in: nested mappings merge, other values replace."""
     out = dict(base)
     for key, value in override.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = value
     return out
@@ -406,7 +410,7 @@ def load_configs(overrides: list[str | Path] | None = None) -> ConfigSet:
                 continue
             if not isinstance(over, dict):
                 raise FksInputError("expected a YAML mapping at top level", path=path)
-            data = _deep_merge(data, over)
+            data = deep_merge(data, over)
             chain.append(str(path))
             applied.append((path, over))
         try:
@@ -422,3 +426,27 @@ def load_configs(overrides: list[str | Path] | None = None) -> ConfigSet:
             ) from None
         sources[name] = chain
     return ConfigSet(**loaded, sources=sources)
+
+
+# ====================================================================== the configs in force
+_current: dict[str, Any] = {"overrides": [], "configs": None}
+
+
+def use_overrides(overrides: list[str | Path] | None = None) -> None:
+    """Set the ``--config`` override files of this invocation; :func:`current` loads them.
+
+    The root ``fks`` command calls it once per invocation, so stage CLIs read their configs with
+    :func:`current` instead of importing the command line (:mod:`fks.cli`).
+    """
+    _current["overrides"] = list(overrides or [])
+    _current["configs"] = None
+
+
+def current() -> ConfigSet:
+    """Return the configs in force for this invocation (defaults merged with ``--config``).
+
+    Loaded on first use and kept until the next :func:`use_overrides`.
+    """
+    if _current["configs"] is None:
+        _current["configs"] = load_configs(_current["overrides"])
+    return _current["configs"]

@@ -1,4 +1,4 @@
-"""``fks data build|validate|summary`` and ``fks demo``."""
+"""``fks data build|validate|summary``."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def build_cmd(
     seed: Annotated[int, typer.Option(help="Sampling seed (same seed, same bytes).")] = 20260101,
 ) -> None:
     """Build a benchmark (facts + queries of all eight families) from ParaRel/mParaRel data."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.data.build import DEFAULT_MAX_FACTS, build_benchmark
 
     result = build_benchmark(
@@ -54,7 +54,7 @@ def validate_cmd(
     ] = None,
 ) -> None:
     """Check every hard gate of the construction log; exit 2 on any hard error."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.data.validate import run_validation
 
     run_validation(benchmark, configs=get_configs(), report_path=report)
@@ -77,31 +77,6 @@ def _print_summary(stats: dict) -> None:
     render_statistics(stats)
 
 
-def demo_cmd(
-    out: Annotated[Path, typer.Option(help="Where the demo writes its outputs.")] = Path(
-        "fks_demo"
-    ),
-    model: Annotated[str | None, typer.Option(
-        help="Run this registry model (e.g. gemma-3-270m, smollm2-135m-instruct; needs its "
-             "package) on the demo benchmark instead of the tiny demo model.")] = None,
-    limit: Annotated[int | None, typer.Option(
-        help="Only N demo facts (round-robin over relations). Default: all for the demo "
-             "model, 60 with --model.")] = None,
-) -> None:
-    """Run the embedded default, fully offline, and write an HTML report.
-
-    Builds the demo benchmark, trains a tiny Llama on part of its facts (first run only, then
-    cached), runs every stage of fks run and writes OUT/runs/fks-demo-llama/report.html. With
-    --model, that real model runs on the demo benchmark instead (OUT/runs/<model>/).
-    """
-    from fks.cli import get_configs
-    from fks.data.demo import run_demo
-
-    extra = {k: v for k, v in (("model", model), ("limit", limit)) if v is not None}
-    run_demo(out, configs=get_configs(), **extra)
-
-
 def register(app: typer.Typer) -> None:
-    """Add ``fks data ...`` and ``fks demo``."""
+    """Add ``fks data ...``."""
     app.add_typer(data_app, name="data")
-    app.command("demo")(demo_cmd)

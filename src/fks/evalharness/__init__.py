@@ -14,7 +14,7 @@
 * :mod:`~fks.evalharness.scoring` / :mod:`~fks.evalharness.pipeline` -- :func:`score_batch` and
   the file-level :func:`run_score` behind ``fks harness score``.
 
-The shared statistics come from fks's core: :mod:`fks.metrics.bootstrap` (percentile
+The shared statistics come from fks's core: :mod:`fks.metrics.stats.bootstrap` (percentile
 bootstrap, bandwidth), :func:`fks.metrics.stats.cohen_kappa`, ``fks.metrics.calibration``
 (ECE) and :mod:`scipy.stats` (Spearman, Kendall).
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from fks.evalharness.config import BootstrapSettings, HarnessConfig
 from fks.evalharness.schema import BucketReport, CaseScore
-from fks.metrics.bootstrap import bootstrap_bandwidth
+from fks.metrics.stats.bootstrap import bootstrap_bandwidth
 
 __all__ = [
     "REQUIRED_NOT_COMPUTED",

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from fks.configs import _deep_merge
+from fks.configs import deep_merge
 from fks.errors import FksInputError
 from fks.io import input_error, read_yaml
 
@@ -218,7 +218,7 @@ def load_harness_config(override: str | Path | None = None) -> HarnessConfig:
         if over is not None:
             if not isinstance(over, dict):
                 raise FksInputError("expected a YAML mapping at top level", path=override)
-            data = _deep_merge(data, over)
+            data = deep_merge(data, over)
             source = override
     try:
         return HarnessConfig.model_validate(data)

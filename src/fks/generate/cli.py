@@ -89,7 +89,7 @@ def generate_cmd(
     ] = None,
 ) -> None:
     """Generate answers for a benchmark under the frozen decoding protocol (resumable)."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.data.load import load_benchmark
     from fks.generate.runner import generate_run, merge_shards, parse_shard, select_queries
 

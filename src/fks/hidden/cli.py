@@ -50,7 +50,7 @@ def _resolve_model(run: Path, model: str | None, model_path: str | None) -> tupl
     A run directory holds one model: when generation already recorded ``model.name`` there,
     a different ``--model`` is refused, and ``--model``/``--model-path`` default to it.
     """
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.generate.manifest import MANIFEST_NAME, read_run_manifest
 
     recorded = read_run_manifest(run).get("model") or {}
@@ -91,7 +91,7 @@ def _check_weights(run: Path, backend: Any) -> None:
 
 def _load(path: str, *, device: str | None, dtype: str | None, revision: str | None,
           trust_remote_code: bool, device_map: str | None = None) -> Any:
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.generate.backends.hf import HFBackend
 
     return HFBackend(path, generation=get_configs().models.generation, device=device,
@@ -149,7 +149,7 @@ def extract_cmd(
     device_map: DeviceMap = None,
 ) -> None:
     """Store query-end hidden states of every main-forward query (resumable)."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.data.load import load_benchmark
     from fks.generate.runner import parse_shard
     from fks.hidden.capture import model_dims
@@ -190,7 +190,7 @@ def jlens_cmd(
     overwrite: Overwrite = False,
 ) -> None:
     """Fit the J-Lens transport (spec §7.3) on a stratified, seeded sample of main queries."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.data.load import load_benchmark
     from fks.hidden.capture import model_dims
     from fks.hidden.jlens import run_jlens

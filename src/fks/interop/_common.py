@@ -142,8 +142,7 @@ def write_imported_run(
         FksInputError: the run folder name is not a valid model name, or it holds a
             generation from another source.
     """
-    from fks.pipeline._context import PipelineContext, check_model_name
-    from fks.pipeline._run import record_stage
+    from fks.pipeline import PipelineContext, check_model_name, record_stage
 
     run_dir = Path(run_dir)
     model = check_model_name(run_dir.name)

@@ -30,7 +30,7 @@ def _load(bench: str):
 @export_app.command("lm-eval")
 def export_lmeval_cmd(benchmark: _Bench, out: _Out) -> None:
     """Write OUT/fks_stability.yaml + utils.py: lm_eval --include_path OUT --tasks fks_stability."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.interop.lmeval import export_lmeval
 
     folder = export_lmeval(_load(benchmark), out, configs=get_configs())
@@ -40,7 +40,7 @@ def export_lmeval_cmd(benchmark: _Bench, out: _Out) -> None:
 @export_app.command("inspect")
 def export_inspect_cmd(benchmark: _Bench, out: _Out) -> None:
     """Write OUT/fks_stability.py (an Inspect AI task) + its samples and hf model config."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.interop.inspect_ai import export_inspect
 
     folder = export_inspect(_load(benchmark), out, configs=get_configs())
@@ -55,7 +55,7 @@ def import_lmeval_cmd(
     out: _Run,
 ) -> None:
     """Check an lm-eval samples file against fks's prompts and write RUN/generations.jsonl."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.interop.lmeval import import_lmeval
 
     path = import_lmeval(samples, _load(benchmark), out, configs=get_configs())
@@ -69,7 +69,7 @@ def import_inspect_cmd(
     out: _Run,
 ) -> None:
     """Check an Inspect log against fks's prompts and write RUN/generations.jsonl."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.interop.inspect_ai import import_inspect
 
     path = import_inspect(log, _load(benchmark), out, configs=get_configs())

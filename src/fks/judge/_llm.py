@@ -44,7 +44,7 @@ from fks.judge._types import (
     Assignment,
     GroupResult,
 )
-from fks.score._extract import has_content
+from fks.score.extract import has_content
 from fks.text import strip_mentions
 
 __all__ = [

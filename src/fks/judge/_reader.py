@@ -72,8 +72,8 @@ from typing import Literal
 
 from fks.judge._lexicon import EntityLexicon, semantic_key
 from fks.judge._lexicon import normalize_cached as normalize  # fks.text.normalize, memoised
-from fks.score import _lexicon as score_lex
-from fks.score._extract import (
+from fks.score import lexicon as score_lex
+from fks.score.extract import (
     FUNCTION_WORDS,
     _answer_lines,
     answer_lines,
@@ -82,9 +82,8 @@ from fks.score._extract import (
     is_placeholder,
     strip_line,
 )
-from fks.score._match import phrase_pattern
-from fks.text import _alias_pattern as alias_pattern
-from fks.text import has_cjk, is_cjk
+from fks.score.match import phrase_pattern
+from fks.text import alias_pattern, has_cjk, is_cjk
 
 __all__ = ["Reading", "read_answer", "Kind", "subject_key"]
 
@@ -181,7 +180,7 @@ def _mention_parts(mentions: tuple[str, ...]
     """Return the subject's anaphor heads (J5), name words (J8) and normalised aliases.
 
     Their patterns are compiled only for a text that holds the head or alias at all
-    (:func:`_anaphor_pattern`, :func:`fks.text._alias_pattern`): most texts hold neither.
+    (:func:`_anaphor_pattern`, :func:`fks.text.alias_pattern`): most texts hold neither.
     """
     heads = tuple(sorted({w for m in mentions for w in _tokens(normalize(m))
                           if len(w) > 2 and w.isalpha() and not has_cjk(w)

@@ -44,7 +44,7 @@ def run_cmd(
         "writes RUN/shards/shard_i_of_n/judged.jsonl (join with `fks merge`).")] = None,
 ) -> None:
     """Judge RUN/scored.jsonl into RUN/judged.jsonl (also the default: fks judge RUN ...)."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.generate.runner import parse_shard, shard_dir
     from fks.judge import judge_run, make_judge
 

@@ -63,9 +63,10 @@ def metrics_cmd(
     ] = False,
 ) -> None:
     """Compute metrics of a run into RUN/metrics/ (spec §17); print the sanity line."""
-    from fks.cli import get_configs, set_strict
+    from fks.configs import current as get_configs
+    from fks.errors import set_strict
     from fks.log import console
-    from fks.pipeline._summary import families_absent, render_sanity
+    from fks.pipeline import families_absent, render_sanity
 
     set_strict(strict)
     if part != "all" and part not in PARTS:

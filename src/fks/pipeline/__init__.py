@@ -28,6 +28,7 @@ from fks.pipeline._run import (
 from fks.pipeline._stages import REASONS, STAGE_NAMES, STAGES, Stage, output_files, stage_by_name
 from fks.pipeline._summary import (
     HEADLINE,
+    families_absent,
     headline_figures,
     render_headline,
     render_sanity,
@@ -48,6 +49,7 @@ __all__ = [
     "Stage",
     "StageOutcome",
     "check_model_name",
+    "families_absent",
     "headline_figures",
     "limit_facts",
     "output_digest",

@@ -46,7 +46,7 @@ def render_sanity(run_dir: str | Path) -> dict[str, Any] | None:
     ``--strict`` (:func:`sanity_failures`). Nothing is printed when the internal metrics
     have not run.
     """
-    from fks.metrics._sanity import sanity_line, summarize_checks
+    from fks.metrics.internal.sanity import sanity_line, summarize_checks
 
     path = Path(run_dir) / "metrics" / "sanity_checks.json"
     if not path.is_file():

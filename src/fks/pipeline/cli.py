@@ -64,7 +64,8 @@ def run_cmd(
     ] = False,
 ) -> None:
     """Run every stage for one model into RUNS/<NAME>/ (skips stages that are up to date)."""
-    from fks.cli import get_configs, set_strict
+    from fks.configs import current as get_configs
+    from fks.errors import set_strict
     from fks.generate.backends import BACKENDS
     from fks.generate.backends.hf import resolve_dtype
     from fks.pipeline import (

@@ -119,7 +119,7 @@ def sanity_context(sanity: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def _alerts(runs: Sequence[ReportRun]) -> list[str]:
     """List what the report must say first: failed §18 checks, absent main families."""
-    from fks.metrics._sanity import sanity_line, summarize_checks
+    from fks.metrics.internal.sanity import sanity_line, summarize_checks
 
     out = []
     for r in runs:

@@ -29,7 +29,7 @@ def report_cmd(
              "block (spec §18.6) per run.")] = None,
 ) -> None:
     """Write bootstrap intervals, tables (RUN/metrics/tables), the HTML report and explorer."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.report.build import build_report
 
     path = build_report(runs, configs=get_configs(), out=out, reference=reference,
@@ -48,7 +48,7 @@ def compare_cmd(
     reuse: Annotated[bool, typer.Option(help="Reuse cached bootstrap files.")] = True,
 ) -> None:
     """Paired comparison of two runs on the same benchmark and fact set (spec §14.2)."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.io import atomic_write_json
     from fks.report.comparison import compare_runs
     from fks.report.display import print_comparison

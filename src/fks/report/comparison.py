@@ -5,7 +5,7 @@ and the same fact set (ids, relations, coverage and real/copy flags); otherwise 
 comparison is refused (:class:`~fks.errors.FksInputError`, exit 2). Each run's bootstrap is
 computed or reused (:func:`fks.report.statistics.run_statistics`); since the draws depend only
 on the fact set, B and the seed, both runs' replicates come from the same draws, and
-:func:`fks.metrics.compare.paired_comparison` turns them into ``Delta = A - B`` intervals.
+:func:`fks.metrics.stats.compare.paired_comparison` turns them into ``Delta = A - B`` intervals.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 
 from fks.errors import FksInputError
 from fks.generate.manifest import MANIFEST_NAME
-from fks.metrics.compare import paired_comparison
+from fks.metrics.stats.compare import paired_comparison
 from fks.report.inputs import FILES, METRICS_DIR, RunData, benchmark_checksum, load_run
 from fks.report.statistics import RunStatistics, Settings, run_statistics
 

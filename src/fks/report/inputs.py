@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict
 from fks.errors import FksInputError
 from fks.generate.manifest import MANIFEST_NAME, read_run_manifest
 from fks.io import iter_jsonl, load_npy, read_json, sha256_file
-from fks.metrics.clustered_bootstrap import FACT_METRICS, KtsSpace
+from fks.metrics.stats.clustered_bootstrap import FACT_METRICS, KtsSpace
 
 __all__ = [
     "METRICS_DIR",
@@ -123,7 +123,7 @@ class FactFrame:
         fact_ids, relation: ``(F,)`` str.
         copy: ``(F,)`` bool ``answer_in_subject_surface``.
         complete: ``(F,)`` bool, the fact has every main family (complete-family, §1.3).
-        values: :data:`~fks.metrics.clustered_bootstrap.FACT_METRICS` -> ``(F,)`` float (nan:
+        values: :data:`~fks.metrics.stats.clustered_bootstrap.FACT_METRICS` -> ``(F,)`` float (nan:
             no value).
         behavior_group, modal_cluster: ``(F,)`` object ("" where absent).
     """

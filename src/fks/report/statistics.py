@@ -1,7 +1,7 @@
 """The relation-clustered bootstrap of one run: ``RUN/metrics/bootstrap_intervals.json``.
 
 For each coverage mode (``metrics.yaml: coverage_modes``) and fact subset (``all``, ``real``,
-``copy``), one set of draws (:func:`fks.metrics.clustered_bootstrap.draw_clusters`, the
+``copy``), one set of draws (:func:`fks.metrics.stats.clustered_bootstrap.draw_clusters`, the
 configured seed) serves every figure of that fact set, so figures -- and models -- are
 compared on the same replicates. Fact-level figures are bootstrapped for every subset; KTS
 (which needs the stored centroids and is the expensive part) and the per-layer ISS band for
@@ -29,7 +29,7 @@ import numpy as np
 from fks.configs import ConfigSet
 from fks.io import atomic_path, atomic_write_json, read_json
 from fks.log import track
-from fks.metrics.clustered_bootstrap import (
+from fks.metrics.stats.clustered_bootstrap import (
     Estimate,
     draw_clusters,
     draws_key,

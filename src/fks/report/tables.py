@@ -54,7 +54,7 @@ import scipy.stats
 
 from fks.io import atomic_write_text
 from fks.metrics.behavior import ALL_GROUPS, GROUPS, UNSCORABLE, UNSCORABLE_REASONS
-from fks.metrics.clustered_bootstrap import FACT_METRICS, KTS_METRICS, MACRO_SUFFIX, kts_point
+from fks.metrics.stats.clustered_bootstrap import FACT_METRICS, KTS_METRICS, MACRO_SUFFIX, kts_point
 from fks.report.inputs import RunData
 from fks.report.statistics import SUBSETS, RunStatistics, Settings
 

@@ -122,7 +122,7 @@ def launch_cmd(
     max_num_seqs: MaxNumSeqs = None,
 ) -> None:
     """Run `fks run` for one model with generate, extract and judge split into N shards."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.pipeline import PipelineContext, select_stages
     from fks.scale.launch import LaunchSettings, launch
 
@@ -184,7 +184,7 @@ def sweep_cmd(
         "model, instead of one after another.")] = False,
 ) -> None:
     """Run many models (skipping finished runs) and write RUNS/leaderboard.html."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.pipeline import select_stages
     from fks.scale.launch import LaunchSettings, launch
     from fks.scale.sweep import load_sweep, sweep

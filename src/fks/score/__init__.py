@@ -96,7 +96,7 @@ answer``, ``no idea``, ``n/a`` ...; zh ``不知道``, ``无法回答``, ``不清
 fr ``je ne sais pas``, ``aucune idée``, ``inconnu``, ``je ne peux pas répondre``; es ``no lo
 sé``, ``no sé``, ``no estoy seguro``, ``desconocido``; de ``ich weiß nicht``, ``weiß ich
 nicht``, ``keine Ahnung``, ``unbekannt``; ru ``не знаю``, ``не уверен``, ``неизвестно``, ``не
-могу ответить`` (full lists in :mod:`fks.score._lexicon`). A hedge that still names a
+могу ответить`` (full lists in :mod:`fks.score.lexicon`). A hedge that still names a
 candidate is scored on the candidate (``I'm not sure, but I think Paris`` is correct;
 ``I'm not sure it's Paris`` negates Paris and abstains).
 
@@ -122,7 +122,7 @@ Precedence: R9, then R7a, then R8, then R7b, then R11.
 
 **R13 Line reading** (when :func:`score_answer` gets the ``query``; :func:`score_run` passes it
 for every open question, recognition keeps R1/R10). Real continuations are read line by line,
-with the alias judge's line reader (:func:`fks.score._extract.answer_lines`, judge rules J2-J4):
+with the alias judge's line reader (:func:`fks.score.extract.answer_lines`, judge rules J2-J4):
 marks and cues are stripped per line; headers (``Explanation:``), option letters with no
 options (``The answer is C.``), list numbers, digit runs and evaluations (``100 % correct``) are
 skipped; a question line ends the answer once a line was read; an option list the model made

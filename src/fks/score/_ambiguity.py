@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from fks.score import _lexicon as lex
-from fks.score._extract import has_content
-from fks.score._match import Mention, phrase_pattern, size
+from fks.score import lexicon as lex
+from fks.score.extract import has_content
+from fks.score.match import Mention, phrase_pattern, size
 
 __all__ = ["structurally_ambiguous"]
 

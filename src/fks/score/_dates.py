@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fks.score import _lexicon as lex
-from fks.score._match import norm
+from fks.score import lexicon as lex
+from fks.score.match import norm
 
 __all__ = ["YearDate", "find_years", "find_dates"]
 

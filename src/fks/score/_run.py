@@ -25,7 +25,6 @@ from fks.generate.manifest import read_run_manifest, update_run_manifest
 from fks.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, sha256_file, unique_rows
 from fks.log import console, track
 from fks.runlock import locks_run_dir
-from fks.score._match import norm
 from fks.score._scorer import (
     SCORER_VERSION,
     AliasSet,
@@ -33,6 +32,7 @@ from fks.score._scorer import (
     lettered_options,
     score_answer,
 )
+from fks.score.match import norm
 
 __all__ = ["ScoreSummary", "score_run", "render_summary", "competitor_index"]
 

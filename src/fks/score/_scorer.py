@@ -9,10 +9,10 @@ from dataclasses import dataclass, replace
 from typing import get_args
 
 from fks.data.schema import Fact, Label
-from fks.score import _lexicon as lex
+from fks.score import lexicon as lex
 from fks.score._ambiguity import structurally_ambiguous
 from fks.score._dates import find_dates, find_years
-from fks.score._extract import (
+from fks.score.extract import (
     FUNCTION_WORDS,
     answer_lines,
     first_segment,
@@ -22,7 +22,7 @@ from fks.score._extract import (
     sentence_prefixes,
     strip_line,
 )
-from fks.score._match import (
+from fks.score.match import (
     Entity,
     Mention,
     alias_variants,

@@ -20,7 +20,7 @@ def score_cmd(
     ] = None,
 ) -> None:
     """Score RUN/generations.jsonl to five labels: writes scored.jsonl and known_labels.json."""
-    from fks.cli import get_configs
+    from fks.configs import current as get_configs
     from fks.score import render_summary, score_run
 
     render_summary(score_run(run, benchmark, configs=get_configs()))
