@@ -75,9 +75,9 @@ from fks.judge._lexicon import normalize_cached as normalize  # fks.text.normali
 from fks.score import lexicon as score_lex
 from fks.score.extract import (
     FUNCTION_WORDS,
-    _answer_lines,
     answer_lines,
     clean,
+    clear_line_cache,
     has_content,
     is_placeholder,
     strip_line,
@@ -138,8 +138,9 @@ def clear_caches() -> None:
     keep rescanning in whatever the process does next (e.g. the behavioural metrics).
     """
     for fn in (normalize, _token_tuple, _query_parts, _mention_parts, _anaphor_pattern,
-               _deaccent, _written_capitalised, _name_pattern, _answer_lines):
+               _deaccent, _written_capitalised, _name_pattern):
         fn.cache_clear()
+    clear_line_cache()
 
 
 def _tokens(text: str) -> list[str]:

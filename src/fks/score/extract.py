@@ -11,6 +11,7 @@ from fks.text import has_cjk
 __all__ = [
     "FUNCTION_WORDS",
     "answer_lines",
+    "clear_line_cache",
     "clean",
     "first_segment",
     "has_content",
@@ -252,6 +253,11 @@ def answer_lines(raw: str, *, numeric: bool = False) -> tuple[list[str], set[str
 
 
 @lru_cache(maxsize=1 << 15)
+def clear_line_cache() -> None:
+    """Empty the memo of :func:`answer_lines` (the judge calls it when a run is judged)."""
+    _answer_lines.cache_clear()
+
+
 def _answer_lines(raw: str, numeric: bool) -> tuple[tuple[str, ...], frozenset[str]]:
     """:func:`answer_lines`, memoised (continuations repeat across queries and facts)."""
     kept: list[tuple[str, bool]] = []  # (line, it is an option picked after a cue)
