@@ -252,12 +252,12 @@ def answer_lines(raw: str, *, numeric: bool = False) -> tuple[list[str], set[str
     return list(lines), set(letters)
 
 
-@lru_cache(maxsize=1 << 15)
 def clear_line_cache() -> None:
     """Empty the memo of :func:`answer_lines` (the judge calls it when a run is judged)."""
     _answer_lines.cache_clear()
 
 
+@lru_cache(maxsize=1 << 15)
 def _answer_lines(raw: str, numeric: bool) -> tuple[tuple[str, ...], frozenset[str]]:
     """:func:`answer_lines`, memoised (continuations repeat across queries and facts)."""
     kept: list[tuple[str, bool]] = []  # (line, it is an option picked after a cue)
