@@ -218,14 +218,18 @@ def test_impossible_logprobs_are_bad_input(judged_run, tmp_path, bad, capsys):
     assert "generations.jsonl:2" in out and "answer_logprobs" in out
 
 
-def test_logprob_rounding_of_log_one_is_allowed():
-    from fks.data.schema import GenerationRecord
+def test_logprob_rounding_of_log_one_is_allowed(judged_run):
+    """A token the model is sure of may round to just above 0; a real excess is refused."""
+    from pydantic import ValidationError
 
-    fields = GenerationRecord.model_fields
-    assert "answer_logprobs" in fields
-    from fks.data.schema import LOGPROB_SLACK
+    from fks.data.schema import LOGPROB_SLACK, GenerationRecord
 
-    assert 0 < LOGPROB_SLACK < 1e-3
+    _, run = judged_run
+    row = json.loads((run / "generations.jsonl").read_text().split("\n")[0])
+    ok = GenerationRecord.model_validate(row | {"answer_logprobs": [LOGPROB_SLACK / 2, -0.3]})
+    assert ok.answer_logprobs == [LOGPROB_SLACK / 2, -0.3]
+    with pytest.raises(ValidationError, match="answer_logprobs"):
+        GenerationRecord.model_validate(row | {"answer_logprobs": [-0.3, LOGPROB_SLACK * 2]})
 
 
 # ------------------------------------------------------------------------------- bad paths

@@ -92,4 +92,6 @@ def build_gazetteer(tuples_root: str | Path, out: str | Path) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover - a maintainer's build step
-    print(build_gazetteer(sys.argv[1], sys.argv[2]), "entities")
+    from fks.log import console
+
+    console.print(f"{build_gazetteer(sys.argv[1], sys.argv[2])} entities")
