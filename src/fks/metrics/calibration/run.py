@@ -51,6 +51,7 @@ from fks.configs import ConfigSet
 from fks.data.load import Benchmark, load_benchmark
 from fks.data.schema import GenerationRecord, JudgedRecord, ScoredRecord
 from fks.errors import FksInputError
+from fks.generate.gguf import PACKAGE_SCHEME, find_gguf, resolve_model_source
 from fks.generate.manifest import read_run_manifest, update_run_manifest
 from fks.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, sha256_file
 from fks.metrics.behavior import ANCHOR_FAMILY
@@ -677,6 +678,33 @@ def _provenance(manifest: dict[str, Any], gens: _Rows, judged: _Rows,
     }
 
 
+def default_span_tokenizer_path(manifest: dict[str, Any]) -> str | None:
+    """Return the tokenizer folder the run's model was loaded from, for the answer-span offsets.
+
+    In this order: the converted checkpoint of a GGUF model (``backend.gguf.checkpoint``,
+    which holds the tokenizer the run used; ``package:`` and ``.gguf`` models), then
+    ``backend.model_path``, then ``model.path``. For a ``package:`` or ``.gguf`` path whose
+    manifest predates the ``checkpoint`` field, the path is resolved through the GGUF cache
+    (:func:`fks.generate.gguf.resolve_model_source`; converted once if the cache is empty).
+    None when nothing names a local folder; the span sources then report ``no_token_offsets``.
+    """
+    backend = manifest.get("backend") or {}
+    checkpoint = (backend.get("gguf") or {}).get("checkpoint")
+    if checkpoint and Path(checkpoint).is_dir():
+        return str(checkpoint)
+    path = backend.get("model_path") or (manifest.get("model") or {}).get("path")
+    if not path:
+        return None
+    text = str(path)
+    try:
+        if text.startswith(PACKAGE_SCHEME) or find_gguf(text) is not None:
+            return resolve_model_source(text).load_path
+    except FksInputError as exc:  # package gone, ambiguous folder: no offsets, say why
+        log.warning("no tokenizer for answer-span offsets from %s: %s", text, exc)
+        return None
+    return text
+
+
 def load_run(run_dir: str | Path, *, main_families: Sequence[str],
              benchmark: str | Path | Benchmark | None = None,
              tokenizer: str | Path | None = None) -> RunInputs:
@@ -701,10 +729,8 @@ def load_run(run_dir: str | Path, *, main_families: Sequence[str],
     _check_subset(judged_part, gens)
     judged = judged_part.rows
     files = {p.name: sha256_file(p) for p in (gen_path, judged_path)}
-    if tokenizer is None:
-        backend = manifest.get("backend") or {}
-        tokenizer = backend.get("model_path") or (manifest.get("model") or {}).get("path")
-    span_tok = load_span_tokenizer(tokenizer)
+    span_tok = load_span_tokenizer(tokenizer if tokenizer is not None
+                                   else default_span_tokenizer_path(manifest))
     provenance = _provenance(manifest, gen_part, judged_part, span_tok)
     labels: dict[str, str] = {}
     scored_path = run_dir / "scored.jsonl"
