@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-__all__ = ["normalize", "is_cjk", "has_cjk", "find_alias", "contains_any", "strip_mentions"]
+__all__ = ["normalize", "is_cjk", "has_cjk", "find_alias", "contains_any", "strip_mentions",
+           "mask_mentions"]
 
 _WS = re.compile(r"\s+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
@@ -102,5 +103,38 @@ def strip_mentions(text: str, mentions: Iterable[str]) -> str:
     return _WS.sub(" ", t).strip()
 
 
-#: the compiled, cached whole-alias pattern that :func:`find_alias` uses (public for the judge)
-alias_pattern = _alias_pattern
+def mask_mentions(text: str, names: Iterable[str],
+                  protected: Sequence[tuple[int, int]] = ()) -> tuple[str, int]:
+    """Blank the subject's names out of a normalised text; return it and the number blanked.
+
+    The one subject-masking rule of the scorer (R14) and the judge (J5):
+
+    * ``text`` and ``names`` are normalised by the caller, the same way (the scorer's
+      :func:`fks.score.match.norm`, the judge's :func:`normalize`);
+    * names are taken longest first, ties by text (so the result never depends on set order),
+      each matched as :func:`find_alias` does (word-bounded; CJK as a substring) in the text
+      as already blanked by the longer names;
+    * an occurrence lying strictly inside a longer ``protected`` span (``[start, end)`` of a
+      known longer name in ``text``: the gold, an option, a lexicon entity) is that name, not
+      the subject, and stays (``Airbus A320`` as an answer about Airbus);
+    * every other occurrence is replaced by spaces of its length, then whitespace is
+      collapsed.
+
+    >>> mask_mentions("airbus a320 is made by airbus", ["airbus"], [(0, 11)])
+    ('airbus a320 is made by', 1)
+    >>> mask_mentions("paris, capital of france", ["france", "paris"])
+    (', capital of', 2)
+    """
+    chars = list(text)
+    n = 0
+    for name in sorted({x for x in names if x.strip()}, key=lambda m: (-len(m), m)):
+        current = "".join(chars)
+        if name not in current:
+            continue  # no occurrence at all: no need for the pattern
+        for hit in _alias_pattern(name).finditer(current):
+            a, b = hit.span()
+            if any(x <= a and y >= b and y - x > b - a for x, y in protected):
+                continue
+            chars[a:b] = " " * (b - a)
+            n += 1
+    return " ".join("".join(chars).split()), n

@@ -74,3 +74,22 @@ def test_find_all_agrees_with_find_alias(aliases, text):
         if not na:
             continue
         assert (find_alias(text, a) is not None) == (na in found), (text, a)
+
+
+def test_mask_mentions_is_the_one_subject_masking_rule():
+    """J5/R14: longest name first; a name inside a longer known name stays (counted once)."""
+    from fks.text import mask_mentions
+
+    # Apple II series asked about: the whole subject is blanked, not its "apple"
+    text = normalize("Apple II series is made by Apple.")
+    assert mask_mentions(text, {"apple ii series", "apple"}) == ("is made by .", 2)
+    # the gold "Airbus A320" is protected, so only the bare subject is blanked
+    text = normalize("Airbus A320 is built by Airbus")
+    assert mask_mentions(text, ["airbus"], [(0, 11)]) == ("airbus a320 is built by", 1)
+    # word-bounded in spaced scripts, substring in CJK; order of names never matters
+    assert mask_mentions("parisian paris", ["paris"]) == ("parisian", 1)
+    assert mask_mentions("巴黎是法国的首都", ["法国"]) == ("巴黎是 的首都", 1)
+    a = mask_mentions("new york city is in new york", ["new york", "new york city"])
+    b = mask_mentions("new york city is in new york", ["new york city", "new york"])
+    assert a == b == ("is in", 2)
+    assert mask_mentions("no subject here", []) == ("no subject here", 0)

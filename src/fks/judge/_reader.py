@@ -83,7 +83,7 @@ from fks.score.extract import (
     strip_line,
 )
 from fks.score.match import phrase_pattern
-from fks.text import alias_pattern, has_cjk, is_cjk
+from fks.text import has_cjk, is_cjk, mask_mentions
 
 __all__ = ["Reading", "read_answer", "Kind", "subject_key"]
 
@@ -181,7 +181,7 @@ def _mention_parts(mentions: tuple[str, ...]
     """Return the subject's anaphor heads (J5), name words (J8) and normalised aliases.
 
     Their patterns are compiled only for a text that holds the head or alias at all
-    (:func:`_anaphor_pattern`, :func:`fks.text.alias_pattern`): most texts hold neither.
+    (:func:`_anaphor_pattern`, :func:`fks.text.mask_mentions`): most texts hold neither.
     """
     heads = tuple(sorted({w for m in mentions for w in _tokens(normalize(m))
                           if len(w) > 2 and w.isalpha() and not has_cjk(w)
@@ -243,19 +243,7 @@ class _Context:
             return norm, 0
         longer = [(a, b) for lex in (self.lexicon, self.gazetteer) if lex is not None
                   for a, b, _ in lex.find_all(norm, normalized=True)]
-        chars = list(norm)
-        n = 0
-        for m in self._mention_aliases:
-            text = "".join(chars)
-            if m not in text:
-                continue  # no occurrence at all: no need for the pattern
-            for hit in alias_pattern(m).finditer(text):
-                a, b = hit.span()
-                if any(x <= a and y >= b and y - x > b - a for x, y in longer):
-                    continue
-                chars[a:b] = " " * (b - a)
-                n += 1
-        return " ".join("".join(chars).split()), n
+        return mask_mentions(norm, self._mention_aliases, longer)
 
     def anaphors(self, stripped: str) -> int:
         """J5: count references to the subject by a word of its name (``the island``).

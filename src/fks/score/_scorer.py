@@ -32,7 +32,7 @@ from fks.score.match import (
     norm,
     phrase_pattern,
 )
-from fks.text import has_cjk
+from fks.text import has_cjk, mask_mentions
 
 __all__ = ["ScoreResult", "AliasSet", "score_answer", "lettered_options", "SCORER_VERSION"]
 
@@ -384,16 +384,7 @@ def _mask_subject(text: str, subject: Sequence[str], task: _Task) -> tuple[str, 
     """
     candidates = [task.gold, *task.options, *task.competitors.candidates(text)]
     spans = [(m.start, m.end) for m in find_mentions(text, candidates)]
-    chars = list(text)
-    n = 0
-    for name in sorted({norm(x) for x in subject if x.strip()}, key=lambda m: (-len(m), m)):
-        for hit in phrase_pattern([name]).finditer("".join(chars)):
-            a, b = hit.span()
-            if any(x <= a and y >= b and y - x > b - a for x, y in spans):
-                continue
-            chars[a:b] = " " * (b - a)
-            n += 1
-    return " ".join("".join(chars).split()), n
+    return mask_mentions(text, {norm(x) for x in subject if x.strip()}, spans)
 
 
 def _score_lines(task: _Task, raw: str, query: str, subject: Sequence[str]) -> ScoreResult:
