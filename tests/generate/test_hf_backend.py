@@ -121,6 +121,30 @@ def test_length_finish_when_no_eos(backend):
         assert (o.finish_reason == "length") == (o.n_generated_tokens == 3)
 
 
+def test_a_time_budget_cut_is_a_timeout_never_a_short_answer(tiny_model_dir, monkeypatch):
+    """``max_time_s`` (an LLM judge's budget): a continuation cut by it is ``timeout``."""
+    timed = make_backend("hf", str(tiny_model_dir), configs=CFG, device="cpu", max_time_s=0.5)
+    assert timed.describe()["max_time_s"] == 0.5
+    assert "max_time_s" not in make_backend("hf", str(tiny_model_dir), configs=CFG,
+                                             device="cpu").describe()
+    monkeypatch.setattr(timed, "eos_ids", [-1])  # never stops by itself
+    # within budget: the same greedy output as without one
+    (fast,) = timed.generate([PROMPTS[1]], max_new_tokens=3)
+    assert fast.status == "ok" and fast.n_generated_tokens == 3
+    # a clock that jumps past the budget at once: transformers stops after the first step
+    import time as _time
+
+    start = _time.time()
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(_time, "time", lambda: start + 10.0 * next(ticks))
+    monkeypatch.setattr(_time, "monotonic", lambda: 10.0 * next(ticks))
+    (cut,) = timed.generate([PROMPTS[1]], max_new_tokens=50)
+    assert cut.status == "timeout" and cut.text == "" and cut.finish_reason == "time"
+    assert "max_time 0.5 s" in cut.error and cut.n_generated_tokens < 50
+    with pytest.raises(FksInputError):
+        make_backend("hf", str(tiny_model_dir), configs=CFG, device="cpu", max_time_s=0)
+
+
 def test_unreachable_hub_id_is_an_input_error(monkeypatch):
     import huggingface_hub.constants
 

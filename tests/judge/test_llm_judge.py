@@ -158,6 +158,51 @@ def test_malformed_output_is_retried_then_review_required_and_counted(tiny_run,
     assert manifest["stages"]["judge"]["counts"]["invalid_output_groups"] == counts["groups"]
 
 
+def test_failures_are_counted_by_kind_and_a_timeout_is_not_retried(tiny_run,
+                                                                    tiny_benchmark_dir):
+    """Malformed JSON, schema failures and timeouts each end as REVIEW_REQUIRED, counted."""
+    kinds = ["{not json", '{"clusters": [], "assignments": [], "verdict": 1}', "TIMEOUT"]
+
+    class Mixed(FakeBackend):
+        def generate(self, prompts, *, max_new_tokens):
+            self.calls += 1
+            self.prompts += prompts
+            out = []
+            for p in prompts:
+                k = kinds[len(self.prompts) % 3] if "rejected" not in p else kinds[0]
+                out.append(GenerationOutput(text="", status="timeout", error="max_time")
+                           if k == "TIMEOUT" else GenerationOutput(text=k))
+            return out
+
+    backend = Mixed(lambda p, c: "")
+    info, rows = run_llm(tiny_run, tiny_benchmark_dir, backend, max_retries=2, batch_size=1)
+    counts = info["counts"]
+    by_kind = counts["invalid_output_by_kind"]
+    assert sum(by_kind.values()) == counts["invalid_output_groups"] == counts["groups"]
+    assert by_kind.get("backend timeout", 0) >= 1 and by_kind.get("invalid JSON", 0) >= 1
+    timed_out = by_kind["backend timeout"]
+    # a timeout is tried once; every other failure 1 + 2 retries
+    assert len(backend.prompts) == timed_out + 3 * (counts["groups"] - timed_out)
+    judged = [r for r in rows if r["raw_response"].strip()]
+    assert all(r["correctness"] == "REVIEW_REQUIRED" for r in judged)
+
+
+def test_an_instruct_judge_gets_its_chat_template(tmp_path):
+    from fks.judge import chat_formatter
+    from tiny_model import build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer()
+    assert chat_formatter(tok) is None  # a base model: the raw prompt
+    tok.chat_template = ("{% for m in messages %}<|user|>{{ m['content'] }}{% endfor %}"
+                         "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+    fmt = chat_formatter(tok)
+    assert fmt is not None and fmt("Cluster these.") == "<|user|>Cluster these.<|assistant|>"
+    backend = FakeBackend(lambda p, c: honest(p.removeprefix("<|user|>")))
+    judge = LLMJudge(backend, name="j", prompt_format=fmt, prompt_format_name="chat_template")
+    assert judge.describe()["prompt_format"] == "chat_template"
+    assert LLMJudge(backend, name="j").describe()["prompt_format"] == "raw"
+
+
 def test_a_retry_can_recover(tiny_run, tiny_benchmark_dir):
     backend = FakeBackend(lambda p, c: honest(p) if c > 1 else "garbage")
     info, rows = run_llm(tiny_run, tiny_benchmark_dir, backend, max_retries=1)

@@ -166,6 +166,11 @@ class JudgeEntry(_Strict):
     revision: str = "main"
     temperature: float = 0.0
     known_bias: str | None = None
+    #: seconds one judge call may take (``hf:``: per batch, transformers' ``max_time``;
+    #: ``openai:``: per request); a call over budget is a counted ``REVIEW_REQUIRED``
+    timeout_s: float = Field(default=300.0, gt=0)
+    #: prompts per judge call
+    batch_size: int = Field(default=16, ge=1)
 
 
 class AuxiliaryModels(_Strict):

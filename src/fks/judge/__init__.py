@@ -28,7 +28,7 @@ from fks.judge._llm import (
     build_judge_prompt,
     parse_judge_output,
 )
-from fks.judge._registry import judge_names, make_judge, register_judge
+from fks.judge._registry import chat_formatter, judge_names, make_judge, register_judge
 from fks.judge._run import analysis_group, build_groups, judge_records, judge_run, read_scored
 from fks.judge._types import (
     ABSTAIN,
@@ -75,6 +75,7 @@ __all__ = [
     "judge_records",
     "judge_run",
     "make_judge",
+    "chat_formatter",
     "mark_clusters",
     "parse_judge_output",
     "read_scored",

@@ -5,7 +5,11 @@ The judge never sees the gold answer and is asked only to *cluster*; correctness
 fks code (:func:`fks.judge.mark_clusters`). Its output must be one JSON object valid against
 :class:`JudgeOutput` (extra fields forbidden) that is a partition of the answers; an invalid
 output is retried a bounded number of times, then every answer of that group gets the
-``REVIEW_REQUIRED`` cluster and correctness (counted in the manifest, never dropped).
+``REVIEW_REQUIRED`` cluster and correctness (counted in the manifest by kind:
+``invalid_output_by_kind``, never dropped). A call over its time budget
+(``models.yaml: auxiliary_models.judge.timeout_s``) is not retried: a greedy judge that ran out
+of time once would again. An instruct ``hf:`` judge gets its prompt through its own chat
+template (:func:`fks.judge.chat_formatter`).
 
 Model answers are untrusted data. They are shown as numbered, JSON-escaped strings inside an
 ``<answers-NONCE>`` block whose nonce is random per call (an answer cannot close the block it
@@ -238,6 +242,9 @@ class LLMJudge:
         cache_path: JSONL of validated outputs keyed by a hash of judge and prompt content;
             a rerun reuses them (resumable judging). Failed groups are never cached.
         nonce: the nonce factory (random hex by default).
+        prompt_format: wraps each prompt before it reaches the backend (the factory passes
+            the judge model's own chat template for an instruct judge; None: the raw prompt).
+            Recorded in :meth:`describe` and in the cache key.
     """
 
     def __init__(
@@ -251,6 +258,8 @@ class LLMJudge:
         batch_size: int = 16,
         cache_path: str | Path | None = None,
         nonce: Callable[[], str] = lambda: secrets.token_hex(8),
+        prompt_format: Callable[[str], str] | None = None,
+        prompt_format_name: str | None = None,
     ) -> None:
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
@@ -265,12 +274,14 @@ class LLMJudge:
         self.cache_path = Path(cache_path) if cache_path is not None else None
         self._nonce = nonce
         self._backend_info = info
+        self._format = prompt_format
+        self.prompt_format = prompt_format_name or ("custom" if prompt_format else "raw")
 
     def describe(self) -> dict[str, Any]:
         """Manifest identity: name, revision, temperature, retries, the backend's description."""
         return {"name": self.name, "kind": "llm", "revision": self.revision,
                 "temperature": self.temperature, "max_retries": self.max_retries,
-                "backend": self._backend_info}
+                "prompt_format": self.prompt_format, "backend": self._backend_info}
 
     # ------------------------------------------------------------------ clustering
     def cluster(self, groups: list[AnswerGroup]) -> list[GroupResult]:
@@ -305,7 +316,8 @@ class LLMJudge:
                                                      "output": res.model_dump(mode="json")}])
                         else:
                             errors[gi] = res
-                            failed.append(gi)
+                            if res != "backend timeout":  # over budget once: again (greedy)
+                                failed.append(gi)
                 pending = failed
         return [self._result(groups[gi], todo[gi], outputs.get(gi), errors.get(gi),
                              attempts[gi]) for gi in range(len(groups))]
@@ -322,7 +334,8 @@ class LLMJudge:
         for gi in batch:
             texts = [groups[gi].items[i].raw_response for i in todo[gi]]
             note = errors.get(gi) if retry else None
-            prompts.append(build_judge_prompt(groups[gi], texts, self._nonce(), note))
+            prompt = build_judge_prompt(groups[gi], texts, self._nonce(), note)
+            prompts.append(self._format(prompt) if self._format is not None else prompt)
             sizes.append(len(texts))
         max_new = min(4096, 64 + 48 * max(sizes))
         outs = self.backend.generate(prompts, max_new_tokens=max_new)
@@ -359,7 +372,8 @@ class LLMJudge:
 
     # ------------------------------------------------------------------ cache
     def _cache_key(self, group: AnswerGroup, idx: list[int]) -> str:
-        payload = [self.name, self.revision, group.relation, group.target_slot,
+        payload = [self.name, self.revision, self.prompt_format, group.relation,
+                   group.target_slot,
                    group.answer_type, group.question,
                    [group.items[i].raw_response for i in idx]]
         return hashlib.sha256(json.dumps(payload, ensure_ascii=False).encode()).hexdigest()

@@ -20,13 +20,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from fks.configs import ConfigSet
 from fks.errors import FksInputError
 from fks.judge._alias import AliasJudge
 from fks.judge._types import Judge
 
-__all__ = ["register_judge", "make_judge", "judge_names", "JUDGE_MAX_PROMPT_LEN"]
+__all__ = ["register_judge", "make_judge", "judge_names", "JUDGE_MAX_PROMPT_LEN",
+           "chat_formatter"]
 
 JUDGE_MAX_PROMPT_LEN = 4096
 
@@ -95,15 +97,38 @@ def _llm_judge(kind: str, arg: str | None, configs: ConfigSet, run_dir: Path | N
     jcfg = _judge_configs(configs)
     entry = configs.models.auxiliary_models.judge
     if kind == "openai":
-        backend = make_backend("openai", entry.name, configs=jcfg, base_url=arg)
+        backend = make_backend("openai", entry.name, configs=jcfg, base_url=arg,
+                               timeout=entry.timeout_s)
         name = f"openai:{entry.name}@{arg}"
     else:
-        backend = make_backend(kind, arg, configs=jcfg)
+        backend = make_backend(kind, arg, configs=jcfg, max_time_s=entry.timeout_s)
         name = f"{kind}:{arg}"
     revision = entry.revision if arg == entry.name or kind == "openai" else None
+    fmt = chat_formatter(getattr(backend, "tokenizer", None)) if kind == "hf" else None
     return LLMJudge(backend, name=name, revision=revision,
                     temperature=jcfg.models.generation.temperature,
-                    cache_path=_cache_path(run_dir, name))
+                    cache_path=_cache_path(run_dir, name), prompt_format=fmt,
+                    batch_size=entry.batch_size,
+                    prompt_format_name="chat_template" if fmt else "raw")
+
+
+def chat_formatter(tokenizer: Any) -> Callable[[str], str] | None:
+    """Return a formatter: the judge prompt as one user turn of the chat template (or None).
+
+    An instruct judge is trained on its chat format, so an ``hf:`` judge whose tokenizer has a
+    chat template gets its prompt as a single user message followed by the assistant cue
+    (``add_generation_prompt``). This is the judge's protocol only: evaluated models always
+    get the frozen raw prompt (``use_chat_template: false``). A base model (no template)
+    gets the raw prompt.
+    """
+    if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+        return None
+
+    def fmt(prompt: str) -> str:
+        return str(tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
+                                                 tokenize=False, add_generation_prompt=True))
+
+    return fmt
 
 
 @register_judge("hf")

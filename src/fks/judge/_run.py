@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -151,6 +152,17 @@ def _review_reason(cluster_id: str, generation_ok: bool) -> str:
     return "ungrounded_correct_cluster"
 
 
+def _failure_kind(failure: str) -> str:
+    """Return a group failure's last reason without its place or size (``schema violation``, ...).
+
+    ``invalid_output: schema violation at assignments.0.status`` -> ``schema violation``;
+    ``... cover answers 1..14 exactly once`` -> ``... cover answers 1..n exactly once``.
+    """
+    text = failure.removeprefix("invalid_output: ")
+    text = text.split(" at ", 1)[0]
+    return re.sub(r"1\.\.\d+", "1..n", text)
+
+
 def judge_records(records: list[ScoredRecord], bench: Benchmark, judge: Judge
                   ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Judge ``records`` (both steps); returns (judged rows in input order, counts).
@@ -177,6 +189,7 @@ def judge_records(records: list[ScoredRecord], bench: Benchmark, judge: Judge
             counts["ungrounded_clusters"] += extra["ungrounded_clusters"]
             if res.failure:
                 counts["invalid_output_groups"] += 1
+                counts[f"invalid:{_failure_kind(res.failure)}"] += 1
             for ri, item, a, v in zip(grouped.members[gi], group.items, res.assignments,
                                       verdicts, strict=True):
                 row = records[ri].model_dump(mode="json")
@@ -209,6 +222,8 @@ def _summarise(rows: list[dict[str, Any]], grouped: _Grouped, counts: Counter[st
         "review_required": sum(review.values()),
         "review_required_by_reason": review,
         "invalid_output_groups": counts["invalid_output_groups"],
+        "invalid_output_by_kind": {k.split(":", 1)[1]: n for k, n in sorted(counts.items())
+                                   if k.startswith("invalid:")},
         "ungrounded_clusters": counts["ungrounded_clusters"],
         "judge_calls": counts["judge_calls"],
     }

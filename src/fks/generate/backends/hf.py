@@ -33,6 +33,7 @@ import functools
 import hashlib
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,11 @@ class HFBackend:
         dtype: ``auto``, a dtype name, or None (see :func:`resolve_dtype`).
         device_map: ``"auto"`` (or an explicit map) to place the layers with ``accelerate``
             across devices instead of moving the whole model to ``device``.
+        max_time_s: a wall-clock budget per :meth:`generate` call (transformers'
+            ``max_time``), for auxiliary models such as an LLM judge; None (the evaluated
+            models' protocol) means none. A prompt whose continuation was cut by the budget
+            (no EOS and fewer than ``max_new_tokens`` tokens) comes back as ``status
+            "timeout"`` with no text, never as a silently shortened answer.
     """
 
     name = "hf"
@@ -215,6 +221,7 @@ class HFBackend:
         revision: str | None = None,
         dtype: str | None = None,
         device_map: str | dict[str, Any] | None = None,
+        max_time_s: float | None = None,
     ) -> None:
         import torch
         import transformers
@@ -232,6 +239,9 @@ class HFBackend:
         self.dtype = resolve_dtype(self.device, generation.dtype, dtype)
         self.revision = revision
         self.trust_remote_code = trust_remote_code
+        if max_time_s is not None and not max_time_s > 0:
+            raise FksInputError(f"must be > 0 seconds; found {max_time_s!r}", field="timeout")
+        self.max_time_s = max_time_s
         self._transformers_version = transformers.__version__
         torch.manual_seed(generation.seed)
         kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code, "revision": revision}
@@ -309,20 +319,36 @@ class HFBackend:
             pad_token_id=self.tokenizer.pad_token_id,
             output_logits=True,
             return_dict_in_generate=True,
+            **({"max_time": float(self.max_time_s)} if self.max_time_s is not None else {}),
         )
+        started = time.monotonic()
         with torch.inference_mode():
             out = self.model.generate(
                 input_ids=input_ids, attention_mask=attention_mask, generation_config=config
             )
+        elapsed = time.monotonic() - started
         new = out.sequences[:, input_ids.shape[1]:].cpu()
         # (steps, batch, vocab) logits -> (batch, steps) log-prob of the chosen token
         logits = torch.stack(out.logits, dim=1).float()
         chosen = torch.log_softmax(logits, dim=-1).gather(-1, new[:, : logits.shape[1], None].to(
             logits.device)).squeeze(-1).cpu()
-        return [
-            self._output(new[row].tolist(), chosen[row].tolist(), encoded[row])
-            for row in range(len(prompts))
-        ]
+        outputs = [self._output(new[row].tolist(), chosen[row].tolist(), encoded[row])
+                   for row in range(len(prompts))]
+        if self.max_time_s is not None and elapsed >= self.max_time_s:
+            outputs = [self._timed_out(o, max_new_tokens, elapsed) for o in outputs]
+        return outputs
+
+    def _timed_out(self, out: GenerationOutput, max_new_tokens: int,
+                   elapsed: float) -> GenerationOutput:
+        """Turn an output the time budget cut (no EOS, short of max_new_tokens) into a timeout."""
+        if out.finish_reason != "length" or (out.n_generated_tokens or 0) >= max_new_tokens:
+            return out
+        return GenerationOutput(
+            text="", status="timeout",
+            error=f"max_time {self.max_time_s:g} s reached after {out.n_generated_tokens} "
+                  f"tokens ({elapsed:.1f} s)",
+            n_prompt_tokens=out.n_prompt_tokens, prompt_truncated=out.prompt_truncated,
+            n_generated_tokens=out.n_generated_tokens, finish_reason="time")
 
     def _output(
         self, tokens: list[int], logprobs: list[float], encoded: tuple[list[int], bool]
@@ -365,5 +391,6 @@ class HFBackend:
                 "pad_token_id": self.tokenizer.pad_token_id,
                 "padding_side": "left",
                 "prompt_truncation": "keep BOS + last max_prompt_len tokens",
+                **({"max_time_s": self.max_time_s} if self.max_time_s is not None else {}),
             }
         return dict(self._describe)
