@@ -136,6 +136,27 @@ def test_elicitation_pass_writes_resumes_and_feeds_calibrate(tmp_path, tiny_benc
     assert verbal["figures"]["brier"] == pytest.approx((0.1 ** 2 + 0.2 ** 2) / 2, abs=1e-7)
 
 
+def test_a_limited_elicitation_is_a_spread_slice_of_whole_facts(tmp_path, tiny_benchmark_dir):
+    run = build_run(tmp_path / "run")
+    info = elicit_verbalized(run, FakeBackend(), benchmark=tiny_benchmark_dir,
+                             variants="primary", limit=7)
+    assert info["n_candidates"] == info["n_written"] == 7
+    facts = [r["fact_id"] for r in read_jsonl(run / "verbalized.jsonl")]
+    # whole facts in hash order: each fact's rows are contiguous, at most the last one cut
+    runs = [f for i, f in enumerate(facts) if i == 0 or facts[i - 1] != f]
+    assert len(runs) == len(set(runs)) >= 2
+    per_fact = {f: sum(1 for r in read_jsonl(run / "scored.jsonl")
+                       if r["fact_id"] == f and r["status"] == "ok") for f in runs}
+    assert all(facts.count(f) == per_fact[f] for f in runs[:-1])
+    assert facts != sorted(facts)  # not the head of the file
+    # the same limit resumes the same slice; a larger one extends it
+    assert elicit_verbalized(run, FakeBackend(), benchmark=tiny_benchmark_dir,
+                             variants="primary", limit=7)["n_written"] == 0
+    more = elicit_verbalized(run, FakeBackend(), benchmark=tiny_benchmark_dir,
+                             variants="primary", limit=12)
+    assert more["n_existing"] == 7 and more["n_written"] == 5
+
+
 @pytest.mark.parametrize("edit,where", [
     (lambda r: r.update(query_id="query_99999999"), "verbalized.jsonl:2: field 'query_id'"),
     (lambda r: r.update(elicitation_version="fks-verbalized-v1"),

@@ -104,6 +104,8 @@ def elicit_cmd(
     variants: Annotated[str, typer.Option(
         help="all: every wording/order/language variant (the protocol); primary: one prompt.")
     ] = "all",
+    limit: Annotated[int | None, typer.Option(
+        help="Only N answered rows: whole facts in a hash order (a spread slice).")] = None,
 ) -> None:
     """Ask the model for a verbalized probability of each of its answers (RUN/verbalized.jsonl)."""
     from fks.configs import current as get_configs
@@ -122,6 +124,8 @@ def elicit_cmd(
                             field="benchmark")
     if variants not in ("all", "primary"):
         raise FksInputError(f"must be all or primary; found {variants!r}", field="variants")
+    if limit is not None and limit < 0:
+        raise FksInputError(f"must be >= 0; found {limit}", field="limit")
     if backend == "openai" and not base_url:
         raise FksInputError("--base-url is required with --backend openai", field="base_url")
     loaded = load_benchmark(bench)  # cheap input checks before the (slow) model load
@@ -133,7 +137,7 @@ def elicit_cmd(
     gen = make_backend(backend, model_path, configs=configs, device=device,
                        trust_remote_code=trust_remote_code, **opts)
     info = elicit_verbalized(run, gen, benchmark=loaded, batch_size=batch_size,
-                             variants=variants)
+                             variants=variants, limit=limit)
     log.info("verbalized confidence: %s", info)
 
 

@@ -53,6 +53,7 @@ exists.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections import Counter
@@ -309,11 +310,29 @@ def _variants_of(query: Query, variants: tuple[str, ...]) -> tuple[list[str], in
     return todo, missing
 
 
+def spread_slice(rows: list[ScoredRecord], limit: int, *, salt: str) -> list[ScoredRecord]:
+    """Keep the first ``limit`` rows with whole facts in ``sha256(salt + ":" + fact_id)`` order.
+
+    A fact's rows keep their file order, so a fact is cut at most once (at the end).
+
+    Raises:
+        FksInputError: a negative ``limit``.
+    """
+    if limit < 0:
+        raise FksInputError(f"must be >= 0; found {limit}", field="limit")
+    rank = {f: hashlib.sha256(f"{salt}:{f}".encode()).hexdigest()
+            for f in {r.fact_id for r in rows}}
+    ordered = [r for _, r in sorted(enumerate(rows),
+                                    key=lambda ir: (rank[ir[1].fact_id], ir[0]))]
+    return ordered[:limit]
+
+
 @locks_run_dir("run_dir")
 def elicit_verbalized(
     run_dir: str | Path, backend: GenerationBackend, *,
     benchmark: str | Path | Benchmark, batch_size: int = 16,
     max_new_tokens: int = ELICITATION_MAX_NEW_TOKENS, variants: str = "all",
+    limit: int | None = None,
 ) -> dict[str, Any]:
     """Run the elicitation pass of ``RUN/scored.jsonl`` into ``RUN/verbalized.jsonl``.
 
@@ -321,7 +340,10 @@ def elicit_verbalized(
     variant (``variants="all"``: :data:`VARIANTS`; ``"primary"``: the primary prompt only);
     (query, variant) pairs already in the file are skipped, so a rerun resumes; failures are
     written with their ``status``/``error`` and count as invalid confidences later. The
-    manifest gains ``stages.calibrate_elicit``.
+    manifest gains ``stages.calibrate_elicit``. ``limit`` keeps the first ``limit`` candidate
+    rows in a spread order (:func:`spread_slice`: whole facts in a hash order), so a slice
+    covers relations and facts instead of the head of the file, and a rerun with the same
+    limit resumes the same slice.
 
     Returns:
         ``{"n_candidates", "n_existing", "n_written", "n_no_template", "variants",
@@ -343,6 +365,8 @@ def elicit_verbalized(
     queries: dict[str, Query] = {q.query_id: q for q in bench.queries}
     scored_path = run_dir / "scored.jsonl"
     rows = _answered_rows(scored_path)
+    if limit is not None:
+        rows = spread_slice(rows, limit, salt=ELICITATION_VERSION)
     missing = next((r for r in rows if r.query_id not in queries), None)
     if missing is not None:
         raise FksInputError(f"{missing.query_id} is not in the benchmark {bench.root}",
