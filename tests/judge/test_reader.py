@@ -268,3 +268,31 @@ def test_bcs_gap_leaves_out_a_fact_without_scorable_answers():
     gap = _bcs_gap(a, b, groups, families)
     assert gap["n_facts"] == 1 and gap["n_facts_undefined"] == 1
     assert gap["mean_abs_gap"] == 0.5
+
+
+def test_bcs_gap_uses_the_products_scorable_fact_rule():
+    """A fact is compared only where both labelings give it a BCS (>= half its families answered).
+
+    f1: five families, the judge reads one answer (1 of 5 families: no BCS for fks), the hand
+    labels read three (a BCS): a scorability disagreement, counted, not a gap of 1.0. f2: both
+    score it, and the gap is the difference of the two BCS.
+    """
+    from fks.judge._agreement import _bcs_gap
+
+    fams = ["anchor", "paraphrase", "format", "context", "multilingual"]
+    groups, families, a, b = {}, {}, {}, {}
+    for f in ("f1", "f2"):
+        for i, fam in enumerate(fams):
+            q = f"{f}q{i}"
+            groups[q], families[q] = f, fam
+    for i in range(5):
+        a[f"f1q{i}"] = "ENTITY_Q1" if i == 0 else "UNPARSEABLE"
+        b[f"f1q{i}"] = "ENTITY_Q1" if i < 2 else ("ENTITY_Q2" if i == 2 else "UNPARSEABLE")
+        a[f"f2q{i}"] = "ENTITY_Q1"
+        b[f"f2q{i}"] = "ENTITY_Q1" if i < 4 else "ENTITY_Q2"
+    gap = _bcs_gap(a, b, groups, families)
+    assert gap["n_facts"] == 1 and gap["n_facts_scorable_one_side"] == 1
+    assert gap["n_facts_undefined"] == 0
+    assert gap["mean_abs_gap"] == pytest.approx(1.0 - 0.8)  # BCS: the modal cluster's share
+    # the looser rule (any scorable answer) also compares f1: judge BCS 1.0 vs hand's
+    assert gap["any_scorable_answer"]["n_facts"] == 2

@@ -22,7 +22,9 @@ answers present in both (per ``B`` row; ``A``'s fact ids and analysis groups are
   normalised text equal after trimming punctuation (:func:`fks.judge.semantic_key`);
 * **per-fact BCS gap** -- for each fact (and analysis group) with at least two compared
   answers, BCS (spec §16.1, :func:`fks.metrics.behavior.compute_bcs_bes`, over the families
-  present) from ``A``'s clusters and from ``B``'s; the mean absolute difference and both means.
+  present) from ``A``'s clusters and from ``B``'s, over the facts that have a BCS under both
+  (the product's scorable-fact rule, see :func:`_bcs_gap`); the mean absolute difference, both
+  means, and how many facts only one labeling can score.
 
 ``split`` (``--split dev|test``) keeps only the ``B`` rows whose ``split`` field has that
 value. :func:`judge_agreement` also measures the five-label scorer's labels found in the
@@ -120,43 +122,64 @@ SCORER_LABELS: dict[str, tuple[str, str]] = {
 
 def _bcs_gap(a: dict[str, str], b: dict[str, str], groups: dict[str, str],
              families: dict[str, str]) -> dict[str, Any]:
-    """Per-fact BCS from both labelings (families present), mean |gap| and both means.
+    """Per-fact BCS from both labelings, under the product's own fact rule; mean |gap|.
 
-    A fact where either labeling has no scorable answer (every answer empty, unparseable or a
-    judge failure: BCS is undefined, spec §6.3) is left out and counted in
-    ``n_facts_undefined``. Facts are summed in sorted order with ``math.fsum``, so the figures
-    do not depend on the hash seed.
+    A fact's BCS is the one fks publishes (:mod:`fks.metrics.behavior`): over its scorable
+    answers (not empty, ``UNPARSEABLE`` or ``REVIEW_REQUIRED``), and defined only when at least
+    ``MIN_ANSWERED_FAMILY_SHARE`` of the main families present (rounded up, at least one) have a
+    scorable answer. The gap is taken over facts scorable under *both* labelings; a fact
+    scorable under one only is a disagreement about scorability, counted in
+    ``n_facts_scorable_one_side`` (never folded into the gap), and one scorable under neither in
+    ``n_facts_undefined``. ``any_scorable_answer`` repeats the gap over every fact with at least
+    one scorable answer on both sides (the looser rule, for comparison). Facts are summed in
+    sorted order with ``math.fsum``, so the figures do not depend on the hash seed.
     """
-    from fks.metrics.behavior import compute_bcs_bes
+    from fks.metrics.behavior import (
+        MIN_ANSWERED_FAMILY_SHARE,
+        compute_bcs_bes,
+        unscorable_reason,
+    )
 
     by_group: dict[str, list[str]] = defaultdict(list)
     for qid in sorted(a.keys() & b.keys()):
         by_group[groups[qid]].append(qid)
-    gaps: list[float] = []
-    bcs_a: list[float] = []
-    bcs_b: list[float] = []
-    undefined = 0
+    strict: dict[str, list[float]] = {"gap": [], "a": [], "b": []}
+    loose: dict[str, list[float]] = {"gap": [], "a": [], "b": []}
+    one_side = undefined = 0
     for group in sorted(by_group):
         qids = by_group[group]
         if len(qids) < 2:
             continue
         fams = sorted({families[q] for q in qids})
-        try:
-            ra = compute_bcs_bes([{"condition_family": families[q], "cluster_id": a[q]}
-                                  for q in qids], fams)["bcs"]
-            rb = compute_bcs_bes([{"condition_family": families[q], "cluster_id": b[q]}
-                                  for q in qids], fams)["bcs"]
-        except ValueError:  # no scorable main-family answer on one side
+        need = max(1, math.ceil(MIN_ANSWERED_FAMILY_SHARE * len(fams) - 1e-9))
+        bcs, ok = [], []
+        for lab in (a, b):
+            recs = [{"condition_family": families[q], "cluster_id": lab[q]} for q in qids]
+            answered = {r["condition_family"] for r in recs if unscorable_reason(r) is None}
+            ok.append(len(answered) >= need)
+            bcs.append(compute_bcs_bes(recs, fams)["bcs"] if answered else None)
+        if bcs[0] is not None and bcs[1] is not None:
+            for key, val in (("gap", abs(bcs[0] - bcs[1])), ("a", bcs[0]), ("b", bcs[1])):
+                loose[key].append(val)
+        if ok[0] and ok[1]:
+            for key, val in (("gap", abs(bcs[0] - bcs[1])), ("a", bcs[0]), ("b", bcs[1])):
+                strict[key].append(val)
+        elif ok[0] or ok[1]:
+            one_side += 1
+        else:
             undefined += 1
-            continue
-        bcs_a.append(ra)
-        bcs_b.append(rb)
-        gaps.append(abs(ra - rb))
-    n = len(gaps)
-    return {"n_facts": n, "n_facts_undefined": undefined,
-            "mean_abs_gap": math.fsum(gaps) / n if n else None,
-            "mean_bcs_a": math.fsum(bcs_a) / n if n else None,
-            "mean_bcs_b": math.fsum(bcs_b) / n if n else None}
+
+    def block(v: dict[str, list[float]]) -> dict[str, Any]:
+        n = len(v["gap"])
+        return {"n_facts": n,
+                **{f"mean_{k}": (math.fsum(v[src]) / n if n else None)
+                   for k, src in (("abs_gap", "gap"), ("bcs_a", "a"), ("bcs_b", "b"))}}
+
+    return {**block(strict), "n_facts_scorable_one_side": one_side,
+            "n_facts_undefined": undefined,
+            "rule": f"facts scorable under both labelings (at least {MIN_ANSWERED_FAMILY_SHARE:g} "
+                    "of their main families with a scorable answer), as fks publishes BCS",
+            "any_scorable_answer": block(loose)}
 
 
 def _kinds(a: dict[str, LabelRow], b: dict[str, LabelRow], common: list[str]
