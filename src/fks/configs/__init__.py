@@ -102,7 +102,7 @@ class SanityConfig(_Strict):
     null_abs: float = Field(0.05, ge=0.0)
     label_shuffle_margin: float = Field(0.01, ge=0.0)
     negatives_margin: float = Field(0.0, ge=0.0)
-    min_cosine: float = Field(0.999, gt=0.0, le=1.0)
+    min_cosine: float = Field(0.5 ** 0.5, ge=0.0, le=1.0)
     min_transport_diff: float = Field(1e-4, ge=0.0)
     duplicate_sample: int = Field(32, ge=0)
 

@@ -82,6 +82,8 @@ def test_duplicate_query_fails_when_identical_prompts_differ(tmp_path):
     check = _checks(tmp_path, bench, run, **PCA)["checks"]["duplicate_query"]
     assert check["status"] == "fail"
     assert check["criteria"]["identical_prompts_cosine"] is False
+    assert check["criteria"]["identical_prompts_raw_cosine"] is False
+    assert check["identical_prompts_cosine_needed"] > check["identical_prompts_min_cosine"]
     assert check["second_pass"] is None and "duplicate_pass.npz" in check["second_pass_reason"]
 
 
@@ -94,6 +96,7 @@ def test_duplicate_query_second_pass_fails_when_extraction_is_not_reproducible(t
     check = _checks(tmp_path, bench, run, **PCA)["checks"]["duplicate_query"]
     assert check["status"] == "fail" and check["criteria"]["second_pass_raw_cosine"] is False
     assert check["second_pass"]["raw_min_cosine"] < check["second_pass"]["raw_cosine_needed"]
+    assert check["criteria"]["second_pass_processed_cosine"] is False  # propagated rule too
     clean = make_run(tmp_path, bench, name="clean", d=D16, duplicate=12)
     ok = _checks(tmp_path, bench, clean, **PCA)["checks"]["duplicate_query"]
     assert ok["status"] == "pass" and ok["second_pass"]["n_queries"] == 12
@@ -325,11 +328,18 @@ def test_pure_rules():
     assert check_relation_negatives({"iss": 0.5}, {"iss": 0.45}, TOL, _ci(0.02))["status"] \
         == "fail"
     fresh = {"raw_cosines": np.ones(5), "processed_cosines": np.ones(5),
-             "duplicate_s_positive": np.ones(3), "compute_dtype": "float32"}
+             "processed_gap_allowed": np.full(5, 1e-3), "nearest_other_cosines": np.zeros(5),
+             "path_cosines": np.ones(5), "path_gap_allowed": np.full(5, 1e-9),
+             "duplicate_s_positive": np.ones(3), "s_positive_gap_allowed": np.full(3, 1e-4),
+             "s_positive_nearest_other": np.zeros(3), "compute_dtype": "float32"}
     ok = check_duplicate_query(fresh, None, 0, TOL)
     assert ok["status"] == "pass" and ok["criteria"]["identical_prompts_cosine"] is None
-    bad = dict(fresh, processed_cosines=np.array([1.0, 0.99]))
+    bad = dict(fresh, processed_cosines=np.array([1.0, 0.99, 1, 1, 1]))
     assert check_duplicate_query(bad, None, 0, TOL)["status"] == "fail"
+    assert check_duplicate_query(dict(fresh, duplicate_s_positive=np.array([1, 1, 0.999])),
+                                 None, 0, TOL)["status"] == "fail"
+    assert check_duplicate_query(dict(fresh, path_cosines=np.array([1, 1, 1, 1, 0.99999])),
+                                 None, 0, TOL)["status"] == "fail"
     assert check_duplicate_query(None, None, 0, TOL, "none")["status"] == "not_applicable"
     same = np.array([0.2, np.nan, 0.4])
     assert check_raw_vs_transported(same, same.copy(), TOL)["status"] == "fail"

@@ -15,6 +15,7 @@ import numpy as np
 
 from fks.metrics.internal.negatives import random_negatives
 from fks.metrics.internal.sanity import (
+    PROPAGATION_DRAWS,
     SanityTolerances,
     check_duplicate_query,
     check_label_shuffle,
@@ -22,6 +23,9 @@ from fks.metrics.internal.sanity import (
     check_raw_vs_transported,
     check_relation_negatives,
     difference_interval,
+    duplicate_cosine_gap,
+    path_gap_bound,
+    propagated_gaps,
     summarize_checks,
 )
 from fks.metrics.internal.scores import (
@@ -94,11 +98,24 @@ def _public(scores: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in scores.items() if k != "per_fact_iss"}
 
 
+def _offsets(relation: np.ndarray, family: np.ndarray, res: Residualizer) -> np.ndarray:
+    """Return the residualisation offsets ``m = mu_r + mu_t - mu`` of rows, ``(n, d)`` float64."""
+    return (np.asarray(res.mu_rel, np.float64)[relation]
+            + np.asarray(res.mu_fam, np.float64)[family] - np.asarray(res.mu, np.float64))
+
+
 def _project(x: np.ndarray, relation: np.ndarray, family: np.ndarray, res: Residualizer,
-             wh: Whitening, eps: float) -> np.ndarray:
-    """Raw rows ``x (n, d)`` through the fitted residualisation and whitening, unit rows."""
-    xi = res.apply_(np.asarray(x, dtype=np.float32).copy(), relation, family)
-    z = (xi @ wh.matrix).astype(np.float64)
+             wh: Whitening) -> np.ndarray:
+    """Raw rows ``x (n, d)`` through the fitted residualisation and map: ``(n, k)``, float64.
+
+    The same steps as the main rows (:func:`fks.metrics.internal.space.embed`), in float64 and
+    not normalised (the exact values the float32 main path rounds).
+    """
+    xi = np.asarray(x, np.float64) - _offsets(relation, family, res)
+    return xi @ np.asarray(wh.matrix, np.float64)
+
+
+def _unit(z: np.ndarray, eps: float) -> np.ndarray:
     return z / np.maximum(np.linalg.norm(z, axis=1), eps)[:, None]
 
 
@@ -108,9 +125,54 @@ def _cosines(a: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
         np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), eps)
 
 
+def _centroid_rest(design: Design, q: np.ndarray, V: np.ndarray, pos: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return the family centroids of rows ``pos``, for the duplicate ``S+``.
+
+    That is: the sum of the *other* unit rows of each row's family centroid, the stored
+    centroid ``V[f, t]`` (both ``(len(pos), k)`` float64) and the centroid's largest cosine
+    with another fact's centroid of the family ``(len(pos),)``; NaN where the query is in no
+    centroid family.
+    """
+    in_c, code = design.centroid_codes()
+    rest = np.full((len(pos), q.shape[1]), np.nan)
+    target = np.full_like(rest, np.nan)
+    nearest = np.full(len(pos), np.nan)
+    for k, p in enumerate(pos.tolist()):
+        if not in_c[p]:
+            continue
+        f, t = design.fact[p], code[p]
+        members = np.flatnonzero(in_c & (design.fact == f) & (code == t))
+        rest[k] = q[members].astype(np.float64).sum(axis=0) - q[p]
+        target[k] = V[f, t]
+        others = np.flatnonzero(design.has[:, t] & (np.arange(len(design.fact_ids)) != f))
+        if len(others):
+            nearest[k] = float(np.max(V[others, t].astype(np.float64) @ target[k]))
+    return rest, target, nearest
+
+
+def _nearest_other(rows: np.ndarray, pool: np.ndarray, same: np.ndarray) -> np.ndarray:
+    """Largest cosine of unit ``rows (m, k)`` with unit ``pool (n, k)`` outside ``same (m, n)``.
+
+    NaN where every pool row is excluded (the identification cap of §18.2 then does not apply).
+    """
+    C = np.asarray(np.asarray(rows, pool.dtype) @ pool.T, np.float64)  # pool's dtype: (m, n)
+    C[same] = -np.inf
+    best = C.max(axis=1) if C.shape[1] else np.full(len(C), -np.inf)
+    return np.where(np.isfinite(best), best, np.nan)
+
+
 def _second_pass(ctx: Context, layer: int, q: np.ndarray, V: np.ndarray, res: Residualizer,
-                 wh: Whitening) -> tuple[dict[str, Any] | None, str | None]:
-    """§18.2 (a): compare ``hidden/duplicate_pass.npz`` (fresh forward passes) with the store."""
+                 wh: Whitening, prompt: np.ndarray
+                 ) -> tuple[dict[str, Any] | None, str | None]:
+    """§18.2 (a): compare ``hidden/duplicate_pass.npz`` (fresh forward passes) with the store.
+
+    Besides the raw and processed cosines: the processing-path cosines (the stored raw rows
+    through the duplicate rows' path against the stored processed rows) with their rounding
+    bound, the processed and centroid gaps the raw tolerance allows
+    (:func:`~fks.metrics.internal.sanity.propagated_gaps`) and the identification caps
+    (nearest other query / centroid). ``prompt (n,)``: prompt-string codes of the main rows.
+    """
     from fks.hidden.extract import DUPLICATE_PASS_NAME
     from fks.metrics.internal.context import load_layer
 
@@ -133,23 +195,80 @@ def _second_pass(ctx: Context, layer: int, q: np.ndarray, V: np.ndarray, res: Re
     pos = np.array([pos_of[int(rows[k])] for k in keep])
     fresh = fresh[keep]
     stored = load_layer(ctx.store, layer, design, rows=design.rows[pos])
+    rel, fam = design.relation[pos], design.family[pos]
     raw = _cosines(stored, fresh, eps)
-    dup = _project(fresh, design.relation[pos], design.family[pos], res, wh, eps)
-    processed = np.einsum("ij,ij->i", dup, q[pos].astype(np.float64))
-    # the query's family centroid with its fresh state in place of the stored one
-    in_c, code = design.centroid_codes()
-    sp = []
-    for k, p in enumerate(pos.tolist()):
-        if not in_c[p]:
-            continue
-        f, t = design.fact[p], code[p]
-        members = np.flatnonzero(in_c & (design.fact == f) & (code == t))
-        c = q[members].astype(np.float64).sum(axis=0) - q[p] + dup[k]
-        c /= max(float(np.linalg.norm(c)), eps)
-        sp.append(float(c @ V[f, t].astype(np.float64)))
+    z_stored, z_fresh = _project(stored, rel, fam, res, wh), _project(fresh, rel, fam, res, wh)
+    dup, qp = _unit(z_fresh, eps), q[pos].astype(np.float64)
+    processed = np.einsum("ij,ij->i", dup, qp)
+    nearest = _nearest_other(qp, q, prompt[pos][:, None] == prompt[None, :])
+    # (i) the duplicate rows' path reproduces the main path on the stored rows
+    path_cos = _cosines(z_stored, qp, eps)
+    offset_abs = (np.abs(np.asarray(res.mu_rel, np.float64))[rel]
+                  + np.abs(np.asarray(res.mu_fam, np.float64))[fam]
+                  + np.abs(np.asarray(res.mu, np.float64)))
+    path_allowed = path_gap_bound(stored, offset_abs, wh.matrix, z_stored,
+                                  str(np.dtype(q.dtype)))
+    # (ii) the query's family centroid with its fresh state in place of the stored one, and
+    # the gaps the raw tolerance allows through the map
+    rest, target, sp_nearest = _centroid_rest(design, q, V, pos)
+    in_c = np.isfinite(rest).all(axis=1)
+    sp = _cosines(rest[in_c] + dup[in_c], target[in_c], eps)
+    allowed, sp_allowed = propagated_gaps(stored, z_stored, wh.matrix,
+                                          duplicate_cosine_gap(dtype, layer + 1),
+                                          rest=rest, target=target)
     return {"raw_cosines": raw, "processed_cosines": processed,
-            "duplicate_s_positive": np.array(sp), "compute_dtype": dtype,
-            "max_abs_difference": float(np.max(np.abs(stored - fresh)))}, None
+            "duplicate_s_positive": sp, "compute_dtype": dtype,
+            "max_abs_difference": float(np.max(np.abs(stored - fresh))),
+            "path_cosines": path_cos, "path_gap_allowed": path_allowed,
+            "processed_gap_allowed": allowed, "nearest_other_cosines": nearest,
+            "s_positive_gap_allowed": sp_allowed[in_c],
+            "s_positive_nearest_other": sp_nearest[in_c],
+            "propagation_draws": PROPAGATION_DRAWS}, None
+
+
+#: main rows drawn (seeded) as the identification pool of the identical-prompt pairs (18.2 b)
+IDENTIFICATION_POOL = 2048
+
+
+def _identical_prompts(ctx: Context, layer: int, res: Residualizer, wh: Whitening,
+                       prompt: np.ndarray) -> dict[str, Any] | None:
+    """§18.2 (b): main queries with identical prompt strings, compared raw and processed.
+
+    The pairs (the first query of each group with each other one) may lie in different
+    families, so only the grand mean is removed before the map. Their processed gaps are held
+    to the raw tolerance carried through it (the stored states come from two forward passes
+    in the run's dtype, like a second pass) and to the identification cap against a seeded
+    pool of at most :data:`IDENTIFICATION_POOL` main rows of other prompts in the same space.
+    """
+    from fks.metrics.internal.context import load_layer
+
+    design, eps = ctx.design, ctx.configs.metrics.eps
+    counts = np.bincount(prompt)
+    multi = [np.flatnonzero(prompt == c) for c in np.flatnonzero(counts > 1)]
+    if not multi:
+        return None
+    a = np.array([g[0] for g in multi for _ in g[1:]])
+    b = np.array([x for g in multi for x in g[1:]])
+    rng = np.random.default_rng([ctx.configs.metrics.whitening.seed, 18, 4])
+    pool = np.sort(rng.choice(design.n, size=min(IDENTIFICATION_POOL, design.n),
+                              replace=False))
+    xa, xb, xp = (load_layer(ctx.store, layer, design, rows=design.rows[r]).astype(np.float64)
+                  for r in (a, b, pool))
+    M, mu = np.asarray(wh.matrix, np.float64), np.asarray(res.mu, np.float64)
+    za, zb, zp = ((x - mu) @ M for x in (xa, xb, xp))
+    dtype = _run_dtype(ctx)
+    allowed, _ = propagated_gaps(xa, za, M, duplicate_cosine_gap(dtype, layer + 1))
+    nearest = _nearest_other(_unit(za, eps), _unit(zp, eps),
+                             prompt[a][:, None] == prompt[pool][None, :])
+    return {"cosines": _cosines(za, zb, eps), "raw_cosines": _cosines(xa, xb, eps),
+            "processed_gap_allowed": allowed, "nearest_other_cosines": nearest,
+            "compute_dtype": dtype, "n_groups": len(multi)}
+
+
+def _run_dtype(ctx: Context) -> str | None:
+    """Return the main extraction's compute dtype (the store's ``model_info``), if recorded."""
+    info = ctx.store.meta.get("model_info") or {}
+    return info.get("dtype") if isinstance(info, dict) else None
 
 
 def _duplicate_check(ctx: Context, layer: int, q: np.ndarray, V: np.ndarray,
@@ -157,25 +276,15 @@ def _duplicate_check(ctx: Context, layer: int, q: np.ndarray, V: np.ndarray,
     """§18.2 (a) a second forward pass of sampled queries; (b) identical prompt strings."""
     from fks.generate.prompts import build_prompt
 
-    design, eps = ctx.design, ctx.configs.metrics.eps
-    fresh, reason = _second_pass(ctx, layer, q, V, res, wh)
-    # (b) identical prompts: the raw states, grand mean removed, whitened, compared
     by_id = {qq.query_id: qq for qq in ctx.bench.queries}
-    groups: dict[str, list[int]] = {}
-    for k, qid in enumerate(design.query_ids.tolist()):
-        groups.setdefault(build_prompt(by_id[qid]), []).append(k)
-    multi = [g for g in groups.values() if len(g) > 1]
-    natural = None
-    if multi:
-        a = np.array([g[0] for g in multi for _ in g[1:]])
-        b = np.array([x for g in multi for x in g[1:]])
-        from fks.metrics.internal.context import load_layer
-
-        xa = load_layer(ctx.store, layer, design, rows=design.rows[a]) - res.mu.astype(np.float32)
-        xb = load_layer(ctx.store, layer, design, rows=design.rows[b]) - res.mu.astype(np.float32)
-        natural = _cosines(xa @ wh.matrix, xb @ wh.matrix, eps)
-    return check_duplicate_query(fresh, natural, len(multi), tol, reason=reason,
-                                 depth=layer + 1)
+    codes: dict[str, int] = {}
+    prompt = np.array([codes.setdefault(build_prompt(by_id[qid]), len(codes))
+                       for qid in ctx.design.query_ids.tolist()], dtype=np.int64)
+    fresh, reason = _second_pass(ctx, layer, q, V, res, wh, prompt)
+    natural = _identical_prompts(ctx, layer, res, wh, prompt)
+    return check_duplicate_query(fresh, None if natural is None else natural["cosines"],
+                                 0 if natural is None else natural["n_groups"], tol,
+                                 reason=reason, depth=layer + 1, natural=natural)
 
 
 def transport_ablation_reason(ctx: Context) -> str | None:

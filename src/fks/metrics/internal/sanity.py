@@ -23,15 +23,60 @@ come on top.
 * **18.2 duplicate query** -- (a) a *second forward pass*: ``fks extract`` re-extracts a
   seeded sample of main queries one at a time (the same prompt, a fresh forward pass, another
   batch composition) into ``RUN/hidden/duplicate_pass.npz``; their states are compared with
-  the stored float16 rows. Raw cosines must reach ``1 - duplicate_cosine_gap(dtype)``: the
-  float16 store rounds each component by at most a relative ``u = 2**-11`` and the model's
-  compute dtype adds its own ``u`` (2**-24 float32, 2**-8 bfloat16, 2**-11 float16), so the
-  gap of a faithful re-extraction is about ``u**2 / 2``; the tolerance is ``8 u**2`` for the
-  larger ``u``. Processed through the fitted map (transport, residualisation, whitening) the
-  duplicate rows and the duplicate family centroid's ``S+`` must reach ``min_cosine``
-  (whitening may amplify rounding in low-variance directions). (b) main queries whose prompt
-  strings are identical must have (about) identical processed states. Not applicable when
-  neither exists.
+  the stored float16 rows, and a faithful pass differs from them by rounding only. Four
+  criteria, each per query:
+
+  - *raw*: cosines must reach ``1 - g``, ``g = duplicate_cosine_gap(dtype, depth)``: the
+    float16 store rounds each component by at most a relative ``u = 2**-11`` and the model's
+    compute dtype adds its own ``u`` (2**-24 float32, 2**-8 bfloat16, 2**-11 float16) in each
+    block, so the gap of a faithful re-extraction is about ``u**2 / 2``; the tolerance is
+    ``g = 8 max(u_s**2, depth u_c**2)``.
+  - *processing path* (deterministic): the stored raw row, pushed through the path the fresh
+    row takes (:func:`path_gap_bound`'s float64 reference), must reproduce the stored processed
+    row that the float32 main path made, within the float32 rounding bound of that path
+    (``1 - cos <= rho**2``, ``rho`` of order ``d u_32`` times the cancellation of the
+    residualisation and the product; capped like the processed rule below). A wrong or stale
+    step for the duplicate rows (another family's mean, another whitening) fails here by
+    orders of magnitude.
+  - *processed*: the fitted map ``z = (h - m) M`` (``m`` the query's relation + family - grand
+    mean offset, ``M`` the transport and whitening) is affine, so a raw perturbation ``delta``
+    moves ``z`` by ``delta M``; whitening scales the low-variance directions up, and the
+    residualisation removes the large common part of ``h``, so a relative raw error grows
+    (measured on SmolLM2-135M bf16, layer 20, 861 queries: a processed gap about 275 times
+    the raw one). The worst case over directions (``sigma_max`` of ``M``) is useless, so the
+    allowance is carried by the raw rule's own perturbation model instead
+    (:func:`propagated_gaps`): per query, 128 seeded componentwise-relative perturbations
+    (``delta_i = h_i e_i``: each component off by a relative error, as rounding does) of the
+    relative size the raw rule allows (``||delta|| = sqrt(2 g) ||h||``, i.e. at its edge, with
+    its factor 8 already inside ``g``) are pushed through ``M``; the allowance ``t`` is the
+    largest processed gap among them. Real bfloat16 errors are amplified about 5 times *less*
+    than this model (SmolLM2, linear regime), so the rule is conservative; an isotropic model
+    (the same error in every direction, also in components the states hardly use) was tried
+    and dropped: it overstated Gemma 3 270M's float32 allowance 30-fold (gaps 0.08-0.19
+    against 0.0016-0.0065), where the store's float16 rounding is componentwise by
+    construction. **Identification cap**: where the map amplifies rounding so much that ``t``
+    approaches 1 (``n <= d``, components of numerically zero variance kept by the whitening),
+    the allowance is also at most ``1 - c_nn``, ``c_nn`` the largest processed cosine of the
+    stored row with a main query of *another* prompt -- the same query compared with itself
+    must stay closer than to anything else, so the threshold never reaches ``1 - cos = 1``
+    and another query's state always fails. **Floor**: at most
+    ``1 - min_cosine`` (default ``1/sqrt(2)``, 45 degrees: the part of the duplicate that
+    differs from its stored row as large as the part they share). Below it the processed
+    state is more rounding than signal, whatever rounding allows, and the check fails: bf16
+    SmolLM2 on 20 facts (290 queries < d = 576, the whitening keeps numerically-null
+    components) gives processed cosines of 0.01-0.03 that the identification cap alone
+    passed or failed by chance.
+  - *duplicate S+*: the query's family centroid with its fresh state in place of the stored
+    one against the stored centroid; the same perturbations carried through the centroid give
+    the allowance, capped by ``1 - `` the centroid's largest cosine with another fact's
+    centroid of the family.
+
+  A perturbation inside the raw tolerance but aimed at the amplified directions (rounding is
+  spread over all of them) fails the processed rule alone. (b) main queries whose prompt
+  strings are identical: the pairs' raw cosines must reach ``1 - g`` (two forward passes in
+  the run's dtype) and their processed cosines (grand mean removed, then ``M``: the two may
+  lie in different families) the propagated allowance, capped by identification against a
+  seeded pool of other rows. Not applicable when neither exists.
 * **18.3 condition-label shuffle** -- the condition-family labels are permuted at random
   *within each fact* (per-fact family sizes kept): the pseudo-families are exchangeable random
   groupings of each fact's queries, and the centroids rebuilt on them (``plain``) give the
@@ -87,6 +132,8 @@ __all__ = [
     "SanityTolerances",
     "difference_interval",
     "duplicate_cosine_gap",
+    "propagated_gaps",
+    "path_gap_bound",
     "check_query_shuffle",
     "check_duplicate_query",
     "check_label_shuffle",
@@ -99,6 +146,9 @@ __all__ = [
 #: unit roundoff of the float16 store and of the usual compute dtypes (18.2)
 UNIT_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8, "float32": 2.0 ** -24,
                  "float64": 2.0 ** -53}
+#: seeded perturbations per query that carry the raw tolerance through the map (18.2)
+PROPAGATION_DRAWS = 128
+PROPAGATION_SEED = 20260101
 
 
 @dataclass(frozen=True)
@@ -108,7 +158,9 @@ class SanityTolerances:
     Attributes:
         null_abs: under the query shuffle, ``|ISS|``, ``|Spearman|`` and ``|top1 - chance|``
             must be at most this.
-        min_cosine: processed duplicate cosines (and duplicate ``S+``) at least this.
+        min_cosine: the floor of the processed duplicate cosines and ``S+`` (18.2) on top of
+            the propagated tolerance: ``1/sqrt(2)``, where the part of a duplicate that
+            differs from its stored row is as large as the part they share.
         label_shuffle_margin: real ISS may exceed the label-shuffled one by the noise
             interval plus this.
         negatives_margin: same-relation ISS may exceed random-negative ISS by the noise
@@ -118,7 +170,7 @@ class SanityTolerances:
     """
 
     null_abs: float = 0.05
-    min_cosine: float = 0.999
+    min_cosine: float = 0.5 ** 0.5
     label_shuffle_margin: float = 0.01
     negatives_margin: float = 0.0
     min_transport_diff: float = 1e-4
@@ -215,13 +267,124 @@ def check_query_shuffle(real: dict[str, Any], shuffled: dict[str, Any],
     }
 
 
+def propagated_gaps(raw: np.ndarray, z0: np.ndarray, matrix: np.ndarray, gap: float, *,
+                    rest: np.ndarray | None = None, target: np.ndarray | None = None,
+                    n_draws: int = PROPAGATION_DRAWS, seed: int = PROPAGATION_SEED
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Carry the raw tolerance ``gap`` through the linear part of the fitted map (18.2).
+
+    Shapes: ``raw (n, d)`` stored raw states ``h``; ``z0 (n, k)`` their processed states before
+    normalisation, ``z0 = (h - m) M`` (``m`` the query's residualisation offset); ``matrix (d,
+    k)`` the map's linear part ``M`` (transport and whitening); ``rest, target (n, k)``: the
+    sum of the *other* unit rows of the query's family centroid and the stored centroid
+    (rows of NaN: the query is in no centroid). Per row, ``n_draws`` seeded perturbations of
+    the raw rule's rounding model are drawn -- componentwise relative errors, ``delta_i = h_i
+    e_i``, ``e ~ N(0, 1)`` -- and scaled to the relative size the raw rule allows, ``||delta||
+    = sqrt(2 gap) ||h||`` (a relative error ``e`` moves the raw direction by ``1 - cos ~ e**2 /
+    2 = gap``). A perturbation moves ``z0`` by ``delta M`` (the offset ``m`` cancels). Returns
+    per row the largest processed gap ``1 - cos(z0, z0 + delta M)`` over the draws, and the
+    largest centroid gap ``1 - cos(target, rest + unit(z0 + delta M))`` (NaN without a
+    centroid), float64.
+    """
+    h, z0 = np.asarray(raw, np.float64), np.asarray(z0, np.float64)
+    M = np.asarray(matrix, np.float64)
+    rng = np.random.default_rng([seed, 18, 2])
+    n, d = h.shape
+    proc, sp = np.zeros(n), np.full(n, np.nan)
+    for i in range(n):
+        delta = rng.standard_normal((n_draws, d)) * h[i]
+        delta *= (np.sqrt(2.0 * gap) * np.linalg.norm(h[i])
+                  / np.maximum(np.linalg.norm(delta, axis=1), np.finfo(float).tiny))[:, None]
+        z = z0[i] + delta @ M
+        zn = z / np.maximum(np.linalg.norm(z, axis=1), np.finfo(float).tiny)[:, None]
+        u0 = z0[i] / max(float(np.linalg.norm(z0[i])), np.finfo(float).tiny)
+        proc[i] = float(np.max(1.0 - zn @ u0))
+        if rest is not None and target is not None and np.isfinite(rest[i]).all():
+            c = np.asarray(rest[i], np.float64) + zn
+            t = np.asarray(target[i], np.float64)
+            cos = (c @ t) / np.maximum(np.linalg.norm(c, axis=1) * np.linalg.norm(t),
+                                       np.finfo(float).tiny)
+            sp[i] = float(np.max(1.0 - cos))
+    return proc, sp
+
+
+def path_gap_bound(raw: np.ndarray, offset_abs: np.ndarray, matrix: np.ndarray,
+                   z0: np.ndarray, dtype: str = "float32") -> np.ndarray:
+    """Largest ``1 - cos`` between a processed row and its exact value from rounding (18.2).
+
+    The main rows are processed in ``dtype`` (unit roundoff ``u``): the residualisation
+    ``h - (mu_r + mu_t - mu)`` (means rounded to ``dtype``, three operations), the product
+    with ``M`` (a sum of ``d`` terms) and the normalisation (two roundings). The classical
+    bound on rounded sums (Higham, *Accuracy and Stability of Numerical Algorithms*, §3.1)
+    gives per output component ``|error_j| <= gamma_{d+5} sum_i a_i |M_ij|`` with ``a = |h| +
+    offset_abs`` (``offset_abs = |mu_r| + |mu_t| + |mu|``) and ``gamma_n = n u / (1 - n u)``,
+    so the relative error of the row is ``rho <= gamma_{d+5} ||a |M| || / ||z0|| + 2 u`` and
+    ``1 - cos <= rho**2``. Shapes: ``raw, offset_abs (n, d)``, ``matrix (d, k)``, ``z0 (n,
+    k)`` (the exact processed rows); returns ``(n,)`` (2: no bound, ``rho >= 1``).
+    """
+    u = UNIT_ROUNDOFF[dtype]
+    d = np.shape(raw)[1]
+    gamma = (d + 5) * u / (1.0 - (d + 5) * u)
+    a = np.abs(np.asarray(raw, np.float64)) + np.asarray(offset_abs, np.float64)
+    spread = np.linalg.norm(a @ np.abs(np.asarray(matrix, np.float64)), axis=1)
+    rho = gamma * spread / np.maximum(np.linalg.norm(np.asarray(z0, np.float64), axis=1),
+                                      np.finfo(float).tiny) + 2.0 * u
+    return np.where(rho < 1.0, rho * rho, 2.0)
+
+
+def _within(gaps: np.ndarray, allowed: np.ndarray, nearest: np.ndarray | None,
+            floor: float) -> dict[str, Any]:
+    """Per-row rule ``1 - cos <= min(allowed, 1 - nearest, 1 - floor)`` (NaN ``nearest``: none).
+
+    Returns ``ok`` (None without rows), the worst row by ``gap / allowance`` (its cosine
+    ``worst``, ``needed`` and ``ratio``), the range of the needed cosines and how many rows
+    the identification cap ``1 - nearest`` bounds (``n_identification``).
+    """
+    gaps = np.asarray(gaps, np.float64)
+    if not len(gaps):
+        return {"ok": None, "worst": None, "needed": None, "ratio": None,
+                "needed_range": None, "n_identification": 0}
+    prop = np.minimum(np.asarray(allowed, np.float64), 1.0 - floor)
+    ident = np.full(len(gaps), np.inf) if nearest is None else \
+        np.where(np.isfinite(nearest), 1.0 - np.asarray(nearest, np.float64), np.inf)
+    allow = np.minimum(prop, ident)
+    ratio = gaps / np.maximum(allow, np.finfo(float).tiny)
+    w = int(np.argmax(ratio))
+    return {"ok": bool(np.all(gaps <= allow)), "worst": float(1.0 - gaps[w]),
+            "needed": float(1.0 - allow[w]), "ratio": float(ratio[w]),
+            "needed_range": [float(1.0 - allow.max()), float(1.0 - allow.min())],
+            "n_identification": int(np.sum(ident < prop))}
+
+
+PROPAGATED_RULE = (
+    "per row 1 - cos <= min(t, 1 - c_nn, 1 - min_cosine): t the largest processed gap that "
+    "{n} seeded componentwise-relative raw perturbations (delta_i = h_i e_i) of the relative "
+    "size the raw rule allows (||delta|| = sqrt(2 g) ||h||) produce through the fitted map "
+    "(transport, residualisation, whitening{extra}); c_nn the largest cosine of the stored "
+    "{what} with {other} (the duplicate must stay closer to itself than to anything else)")
+PATH_RULE = (
+    "per row 1 - cos <= min(rho^2, 1 - c_nn): the stored raw row pushed through the duplicate "
+    "rows' path (float64) against the stored processed row (float32 main path); rho = "
+    "gamma_(d+5) ||(|h| + |mu_r| + |mu_t| + |mu|) |M||| / ||z|| + 2 u, the float32 rounding "
+    "bound of the main path (Higham section 3.1)")
+
+
 def check_duplicate_query(fresh: dict[str, Any] | None, natural_cosines: np.ndarray | None,
                           n_natural_groups: int, tol: SanityTolerances,
-                          reason: str | None = None, depth: int = 1) -> dict[str, Any]:
+                          reason: str | None = None, depth: int = 1,
+                          natural: dict[str, Any] | None = None) -> dict[str, Any]:
     """§18.2: (a) a second forward pass of sampled queries; (b) identical prompts.
 
-    ``fresh``: ``{raw_cosines, processed_cosines, duplicate_s_positive, compute_dtype, ...}``
-    from the engine, or None when the run has no second pass (``reason`` says why).
+    ``fresh`` (None when the run has no second pass; ``reason`` says why), per re-extracted
+    query: ``raw_cosines``, ``processed_cosines``, ``processed_gap_allowed``
+    (:func:`propagated_gaps`), ``nearest_other_cosines`` (the stored processed row's largest
+    cosine with a main query of another prompt), ``path_cosines`` and ``path_gap_allowed``
+    (:func:`path_gap_bound`); per query in a centroid family: ``duplicate_s_positive``,
+    ``s_positive_gap_allowed``, ``s_positive_nearest_other`` (the stored centroid's largest
+    cosine with another fact's centroid of the family); and ``compute_dtype``. ``natural``
+    (b), per pair: ``raw_cosines``, ``processed_gap_allowed``, ``nearest_other_cosines`` and
+    ``compute_dtype`` (the run's); ``natural_cosines`` their processed cosines. The rules are
+    those of the module docstring.
     """
     criteria: dict[str, bool | None] = {"second_pass_raw_cosine": None,
                                         "second_pass_processed_cosine": None,
@@ -229,18 +392,26 @@ def check_duplicate_query(fresh: dict[str, Any] | None, natural_cosines: np.ndar
                                         "identical_prompts_cosine": None}
     out: dict[str, Any] = {"second_pass": None, "second_pass_reason": reason}
     head: list[Any] = ["cos", None, "needed", None]
+    fails: list[list[Any]] = []
+    floor = tol.min_cosine
     if fresh is not None:
         gap = duplicate_cosine_gap(fresh.get("compute_dtype"), depth)
         raw, proc = np.asarray(fresh["raw_cosines"]), np.asarray(fresh["processed_cosines"])
         sp = np.asarray(fresh["duplicate_s_positive"])
         mins = {k: (float(v.min()) if len(v) else None)
                 for k, v in (("raw", raw), ("processed", proc), ("s_positive", sp))}
+        p_rule = _within(1.0 - proc, fresh["processed_gap_allowed"],
+                         fresh["nearest_other_cosines"], floor)
+        s_rule = _within(1.0 - sp, fresh["s_positive_gap_allowed"],
+                         fresh["s_positive_nearest_other"], floor)
+        path = _within(1.0 - np.asarray(fresh["path_cosines"]), fresh["path_gap_allowed"],
+                       fresh["nearest_other_cosines"], 0.0)
         criteria["second_pass_raw_cosine"] = None if mins["raw"] is None else \
             mins["raw"] >= 1.0 - gap
-        criteria["second_pass_processed_cosine"] = None if mins["processed"] is None else \
-            mins["processed"] >= tol.min_cosine
-        criteria["second_pass_s_positive"] = None if mins["s_positive"] is None else \
-            mins["s_positive"] >= tol.min_cosine
+        criteria["second_pass_processing_path"] = path["ok"]
+        criteria["second_pass_processed_cosine"] = p_rule["ok"]
+        criteria["second_pass_s_positive"] = s_rule["ok"]
+        n = fresh.get("propagation_draws", PROPAGATION_DRAWS)
         out["second_pass"] = {
             "n_queries": int(len(raw)), "compute_dtype": fresh.get("compute_dtype"),
             "store_dtype": "float16", "raw_min_cosine": mins["raw"],
@@ -248,36 +419,70 @@ def check_duplicate_query(fresh: dict[str, Any] | None, natural_cosines: np.ndar
             "u_c^2): u_s the float16 store's unit roundoff, u_c the compute dtype's, depth the "
             "blocks up to the checked layer", "depth": int(depth),
             "processed_min_cosine": mins["processed"],
+            "processed_worst_cosine": p_rule["worst"],
+            "processed_cosine_needed": p_rule["needed"],
+            "processed_gap_ratio_max": p_rule["ratio"],
+            "processed_cosine_needed_range": p_rule["needed_range"],
+            "processed_n_identification_bound": p_rule["n_identification"],
+            "processed_tolerance_rule": PROPAGATED_RULE.format(
+                n=n, extra="", what="processed row",
+                other="a main query of another prompt"),
             "duplicate_s_positive_min": mins["s_positive"],
             "duplicate_s_positive_mean": float(sp.mean()) if len(sp) else None,
+            "duplicate_s_positive_worst": s_rule["worst"],
+            "duplicate_s_positive_needed": s_rule["needed"],
+            "duplicate_s_positive_gap_ratio_max": s_rule["ratio"],
+            "duplicate_s_positive_needed_range": s_rule["needed_range"],
+            "s_positive_tolerance_rule": PROPAGATED_RULE.format(
+                n=n, extra=", then the family centroid with the duplicate in place of the "
+                "stored row", what="centroid", other="another fact's centroid of the family"),
+            "path_min_cosine": float(np.min(fresh["path_cosines"])) if len(raw) else None,
+            "path_worst_cosine": path["worst"], "path_cosine_needed": path["needed"],
+            "path_gap_ratio_max": path["ratio"], "path_tolerance_rule": PATH_RULE,
+            "min_cosine_floor": floor,
             "max_abs_difference": fresh.get("max_abs_difference"),
         }
         head = ["raw cos min", mins["raw"], "needed", 1.0 - gap]
-    nat_min = None
+        for ok, label, rule in ((path["ok"], "processing-path cos", path),
+                                (p_rule["ok"], "processed cos", p_rule),
+                                (s_rule["ok"], "duplicate S+", s_rule)):
+            if ok is False:
+                fails.append([label, rule["worst"], "needed", rule["needed"]])
+        if criteria["second_pass_raw_cosine"] is False:
+            fails.insert(0, ["raw cos min", mins["raw"], "needed", 1.0 - gap])
+    nat_min, nat = None, None
     if natural_cosines is not None and len(natural_cosines):
         nat_min = float(np.min(natural_cosines))
-        criteria["identical_prompts_cosine"] = nat_min >= tol.min_cosine
+        nat = _within(1.0 - np.asarray(natural_cosines), natural["processed_gap_allowed"],
+                      natural["nearest_other_cosines"], floor)
+        nat_gap = duplicate_cosine_gap(natural.get("compute_dtype"), depth)
+        nat["raw_min"] = float(np.min(natural["raw_cosines"]))
+        nat["raw_needed"] = 1.0 - nat_gap
+        criteria["identical_prompts_raw_cosine"] = nat["raw_min"] >= nat["raw_needed"]
+        criteria["identical_prompts_cosine"] = nat["ok"]
         if fresh is None:
-            head = ["identical-prompt cos min", nat_min, "needed", tol.min_cosine]
+            head = ["identical-prompt cos", nat["worst"], "needed", nat["needed"]]
+        if not criteria["identical_prompts_raw_cosine"]:
+            fails.append(["identical-prompt raw cos min", nat["raw_min"], "needed",
+                          nat["raw_needed"]])
+        if nat["ok"] is False:
+            fails.append(["identical-prompt cos", nat["worst"], "needed", nat["needed"]])
     decided = [v for v in criteria.values() if v is not None]
     status = _status(decided) if decided else "not_applicable"
-    if status == "fail":  # show the criterion that failed
-        if criteria["second_pass_raw_cosine"] is False:
-            head = ["raw cos min", out["second_pass"]["raw_min_cosine"], "needed",
-                    out["second_pass"]["raw_cosine_needed"]]
-        elif criteria["second_pass_processed_cosine"] is False:
-            head = ["processed cos min", out["second_pass"]["processed_min_cosine"],
-                    "needed", tol.min_cosine]
-        elif criteria["second_pass_s_positive"] is False:
-            head = ["duplicate S+ min", out["second_pass"]["duplicate_s_positive_min"],
-                    "needed", tol.min_cosine]
-        else:
-            head = ["identical-prompt cos min", nat_min, "needed", tol.min_cosine]
+    if status == "fail":  # show the first criterion that failed
+        head = fails[0]
     return {
         "status": status, **out,
         "identical_prompt_groups": n_natural_groups,
         "identical_prompt_pairs": 0 if natural_cosines is None else int(len(natural_cosines)),
         "identical_prompts_min_cosine": nat_min,
+        "identical_prompts_worst_cosine": None if nat is None else nat["worst"],
+        "identical_prompts_cosine_needed": None if nat is None else nat["needed"],
+        "identical_prompts_raw_min_cosine": None if nat is None else nat["raw_min"],
+        "identical_prompts_raw_cosine_needed": None if nat is None else nat["raw_needed"],
+        "identical_prompts_tolerance_rule": None if nat is None else PROPAGATED_RULE.format(
+            n=natural.get("propagation_draws", PROPAGATION_DRAWS), extra=", grand mean only",
+            what="first row of the pair", other="a main query of another prompt"),
         "criteria": criteria, "headline": head,
     }
 
