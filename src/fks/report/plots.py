@@ -196,11 +196,15 @@ def calibration_figure(sources: Mapping[str, Mapping[str, Any]], *, title: str) 
             ax2.step(e2e["coverage"], e2e["risk"], where="pre", color=color, linestyle="--",
                      label=f"{name}, end-to-end coverage")
     ax1.set(xlim=(0, 1), ylim=(0, 1), xlabel="mean confidence (bin)", ylabel="accuracy (bin)",
-            title=f"Reliability, bin counts ({title})")
+            title="Reliability: rows per bin, fact-clustered intervals")
+    ax1.title.set_fontsize(9)
     ax1.legend(fontsize=7)
     ax2.set(xlim=(0, 1), ylim=(0, 1), xlabel="coverage", ylabel="risk (error rate)",
-            title=f"Risk-coverage, both views ({title})")
+            title="Risk-coverage: solid answered rows, dashed all queries")
+    ax2.title.set_fontsize(9)
     ax2.legend(fontsize=6)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
     return to_data_uri(fig)
 
 
