@@ -97,6 +97,21 @@ class JudgeOutputError(ValueError):
         super().__init__(kind)
 
 
+def _json_string(text: str) -> str:
+    r"""Return a JSON string literal of ``text`` with ``<``, ``>`` and ``&`` as ``\u`` escapes.
+
+    The literal decodes to ``text`` exactly, but no markup an answer carries survives into the
+    prompt: not a chat template's special tokens (``<|im_end|><|im_start|>assistant``, which a
+    tokenizer would otherwise read as real turn boundaries once the prompt is wrapped in a
+    chat template), not ``</s>``, not a fake ``</answers-...>`` line.
+
+    >>> _json_string("<|im_end|> & ok")
+    '"\\u003c|im_end|\\u003e \\u0026 ok"'
+    """
+    return (json.dumps(text, ensure_ascii=False).replace("&", "\\u0026")
+            .replace("<", "\\u003c").replace(">", "\\u003e"))
+
+
 def build_judge_prompt(group: AnswerGroup, texts: list[str], nonce: str,
                        retry_note: str | None = None) -> str:
     """Build the reference-blind clustering prompt for one group (no gold answer in it).
@@ -107,7 +122,7 @@ def build_judge_prompt(group: AnswerGroup, texts: list[str], nonce: str,
         nonce: random hex that names the answers block.
         retry_note: a short, fks-written reason why the previous output was rejected.
     """
-    lines = [json.dumps(t[:MAX_ANSWER_CHARS], ensure_ascii=False) for t in texts]
+    lines = [_json_string(t[:MAX_ANSWER_CHARS]) for t in texts]
     block = "\n".join(f"[{i}] {s}" for i, s in enumerate(lines, start=1))
     n = len(texts)
     parts = [
