@@ -56,6 +56,7 @@ from fks.generate.manifest import read_run_manifest, update_run_manifest
 from fks.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, sha256_file
 from fks.metrics.behavior import ANCHOR_FAMILY
 from fks.metrics.calibration.bootstrap import (
+    BootstrapCache,
     fact_clustered_intervals,
     paired_from,
     replicates_with_point,
@@ -840,7 +841,7 @@ def _slice_value(row: QueryRow, dim: str) -> str:
 
 
 def _intervals(p: np.ndarray, y: np.ndarray, facts: Sequence[str], s: CalibrationSettings, *,
-               with_aurc: bool = False) -> dict[str, Any]:
+               with_aurc: bool = False, cache: BootstrapCache | None = None) -> dict[str, Any]:
     """Fact-clustered intervals, or why none is given (fewer facts than the stated minimum)."""
     n_facts = len(set(facts))
     if n_facts < s.min_facts_for_interval:
@@ -850,11 +851,12 @@ def _intervals(p: np.ndarray, y: np.ndarray, facts: Sequence[str], s: Calibratio
                           "look surer than it is"}
     return {"status": "ok", **fact_clustered_intervals(
         p, y, _codes(facts), bins=s.bins, nll_eps=s.nll_eps, n_resamples=s.n_resamples,
-        level=s.level, seed=s.seed, with_aurc=with_aurc)}
+        level=s.level, seed=s.seed, with_aurc=with_aurc, cache=cache)}
 
 
 def _slice_figures(p: np.ndarray, y: np.ndarray, facts: list[str], s: CalibrationSettings,
-                   view: str = "confidence") -> dict[str, Any]:
+                   view: str = "confidence", cache: BootstrapCache | None = None
+                   ) -> dict[str, Any]:
     core = calibration_summary(p, y, bins=s.bins)
     counts = np.bincount(bucketize_equal_width(p.astype(np.float32), s.bins), minlength=s.bins)
     return {
@@ -865,11 +867,12 @@ def _slice_figures(p: np.ndarray, y: np.ndarray, facts: list[str], s: Calibratio
         "ece_equal_width": core["ece"], "bin_counts_equal_width": counts.tolist(),
         "aurc": aurc(core["coverage"], core["risk"]),
         "risk_at_full_coverage": float(core["risk"][-1]),
-        "intervals": _intervals(p, y, facts, s),
+        "intervals": _intervals(p, y, facts, s, cache=cache),
     }
 
 
-def _slices(items: Sequence[Scored], source: str, s: CalibrationSettings) -> dict[str, Any]:
+def _slices(items: Sequence[Scored], source: str, s: CalibrationSettings,
+            cache: BootstrapCache | None = None) -> dict[str, Any]:
     """Coverage and figures in both views (with fact-clustered intervals) per slice value."""
     out: dict[str, Any] = {}
     for dim in SLICE_DIMENSIONS:
@@ -883,14 +886,14 @@ def _slices(items: Sequence[Scored], source: str, s: CalibrationSettings) -> dic
             pe, ye, fe = _end_to_end_arrays(part, source)
             out[dim][value] = {
                 "coverage": _coverage(part),
-                "figures": _slice_figures(p, y, facts, s) if p.size else None,
-                "end_to_end_figures": _slice_figures(pe, ye, fe, s, "end_to_end"),
+                "figures": _slice_figures(p, y, facts, s, cache=cache) if p.size else None,
+                "end_to_end_figures": _slice_figures(pe, ye, fe, s, "end_to_end", cache),
             }
     return out
 
 
-def _view(p: np.ndarray, y: np.ndarray, facts: list[str], s: CalibrationSettings, view: str
-          ) -> dict[str, Any]:
+def _view(p: np.ndarray, y: np.ndarray, facts: list[str], s: CalibrationSettings, view: str,
+          cache: BootstrapCache | None = None) -> dict[str, Any]:
     """Figures, intervals, reliability and risk-coverage data of one coverage view."""
     codes = _codes(facts)
     report = calibration_report(
@@ -899,12 +902,13 @@ def _view(p: np.ndarray, y: np.ndarray, facts: list[str], s: CalibrationSettings
         min_facts=s.min_facts_for_interval)
     figures = {k: v for k, v in report.items() if k not in ("reliability", "risk_coverage")}
     figures["n_facts"] = len(set(facts))
-    return {"figures": figures, "intervals": _intervals(p, y, facts, s, with_aurc=True),
+    return {"figures": figures,
+            "intervals": _intervals(p, y, facts, s, with_aurc=True, cache=cache),
             "reliability": report["reliability"], "risk_coverage": report["risk_coverage"]}
 
 
-def source_block(rows: Sequence[QueryRow], source: str, s: CalibrationSettings
-                 ) -> dict[str, Any]:
+def source_block(rows: Sequence[QueryRow], source: str, s: CalibrationSettings, *,
+                 cache: BootstrapCache | None = None) -> dict[str, Any]:
     """Coverage, both coverage views, intervals, slices, recalibration of one source.
 
     The top-level ``figures``/``intervals``/``reliability``/``risk_coverage`` are the
@@ -921,18 +925,18 @@ def source_block(rows: Sequence[QueryRow], source: str, s: CalibrationSettings
         return block
     pe, ye, fe = _end_to_end_arrays(items, source)
     block["end_to_end"] = {"definition": COVERAGE_VIEWS["end_to_end"],
-                           **_view(pe, ye, fe, s, "end_to_end")}
-    block.update(_view(p, y, facts, s, "confidence"))
-    block["slices"] = _slices(items, source, s)
+                           **_view(pe, ye, fe, s, "end_to_end", cache)}
+    block.update(_view(p, y, facts, s, "confidence", cache))
+    block["slices"] = _slices(items, source, s, cache)
     block["recalibration"] = recalibration_report(
         p, y, facts, bins=s.bins, dev_fraction=s.dev_fraction, eps=s.nll_eps,
         n_resamples=s.n_resamples, level=s.level, seed=s.seed,
-        min_facts=s.min_facts_for_interval)
+        min_facts=s.min_facts_for_interval, cache=cache)
     return block
 
 
-def _common_support(rows: Sequence[QueryRow], sources: Sequence[str], s: CalibrationSettings
-                    ) -> dict[str, Any]:
+def _common_support(rows: Sequence[QueryRow], sources: Sequence[str], s: CalibrationSettings,
+                    cache: BootstrapCache | None = None) -> dict[str, Any]:
     """Compare the sources on the rows where every one of them is valid.
 
     A source with no valid row in the reading (e.g. the answer-span sources without token
@@ -969,7 +973,7 @@ def _common_support(rows: Sequence[QueryRow], sources: Sequence[str], s: Calibra
         return out
     codes = _codes(facts)
     reps = {src: replicates_with_point(conf[src], y, codes, bins=s.bins, nll_eps=s.nll_eps,
-                                       n_resamples=s.n_resamples, seed=s.seed)
+                                       n_resamples=s.n_resamples, seed=s.seed, cache=cache)
             for src in sources}  # the same fact draws for every source: paired
     for i, a in enumerate(sources):
         for b in sources[i + 1:]:
@@ -1050,6 +1054,7 @@ def readings_of(main_families: Sequence[str]) -> dict[str, Callable[[QueryRow], 
 
 def _reading(rows: list[QueryRow], available: list[str], missing: dict[str, str],
              families: list[str], s: CalibrationSettings) -> dict[str, Any]:
+    cache = BootstrapCache()  # the same facts drawn, and samples met twice, within a reading
     out: dict[str, Any] = {
         "families": families, "n_queries": len(rows), "n_facts": len({r.fact_id for r in rows}),
         "outcomes_before_confidence": dict(sorted(Counter(
@@ -1059,10 +1064,10 @@ def _reading(rows: list[QueryRow], available: list[str], missing: dict[str, str]
         if src in missing:
             out["sources"][src] = {"available": False, "reason": missing[src]}
         else:
-            out["sources"][src] = source_block(rows, src, s)
+            out["sources"][src] = source_block(rows, src, s, cache=cache)
     # semantic entropy may cover a --limit subset only: kept out of the common-support table
     out["common_support"] = _common_support(
-        rows, [a for a in available if a not in SE_SOURCES], s)
+        rows, [a for a in available if a not in SE_SOURCES], s, cache)
     out["judge_confidence_diagnostic"] = _judge_diagnostic(rows)
     if "verbalized" in available:
         out["verbalized_variants"] = _variant_spread(rows, s)
