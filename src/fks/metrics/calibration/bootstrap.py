@@ -78,31 +78,34 @@ def _aurc_ranking(codes: np.ndarray, p32: np.ndarray, y: np.ndarray
 
 
 def _aurc_replicates(w: np.ndarray, ranking: tuple[np.ndarray, ...]) -> np.ndarray:
-    """AURC of each replicate ``(B,)`` from fact weights ``w`` ``(B, F)`` (float, integral).
+    """AURC of each replicate ``(B,)`` from fact weights ``w`` ``(B, F)`` (integral values).
 
     Rows are ranked by confidence (descending); tie groups end where the value changes;
     ``C_g = W_g / W``, ``R_g = E_g / W_g`` (cumulated weights and weighted errors at group
     ends); ``AURC = sum_g (C_g - C_{g-1}) R_g``, a group of zero weight adding nothing.
-    Weights and errors are integers, cumulated exactly (float64 holds every integer below
-    2**53); ``R_g = E_g / max(W_g, 1)`` is 0 where ``W_g = 0`` (then ``E_g = 0``). The terms
-    are summed by ``np.sum`` over each C-contiguous row of ``(B, G)`` (numpy's pairwise sum).
+    Weights and errors are integers, cumulated exactly in int32 (int64 when a replicate's
+    total weight could reach 2**31); ``R_g = E_g / max(W_g, 1)`` is 0 where ``W_g = 0`` (then
+    ``E_g = 0``). The float64 terms are summed by ``np.sum`` over each C-contiguous row of
+    ``(B, G)`` (numpy's pairwise sum).
     """
     ranked_codes, ends, error_codes, errors_at_end = ranking
     b = w.shape[0]
-    cum_w = np.take(w, ranked_codes, axis=1)  # (B, n): the weight of each ranked row
+    bound = float(w.max(initial=0.0)) * ranked_codes.size  # >= any replicate's total weight
+    wi = w.astype(np.int32 if bound < 2**31 else np.int64)
+    cum_w = np.take(wi, ranked_codes, axis=1)  # (B, n): the weight of each ranked row
     np.cumsum(cum_w, axis=1, out=cum_w)
     if ends.size != ranked_codes.size:  # ties: keep the group ends only
         cum_w = np.take(cum_w, ends, axis=1)
-    cum_e = np.empty((b, error_codes.size + 1))  # column j: weighted errors of the first j
-    cum_e[:, 0] = 0.0
-    np.take(w, error_codes, axis=1, out=cum_e[:, 1:])
+    cum_e = np.empty((b, error_codes.size + 1), dtype=wi.dtype)  # column j: first j errors
+    cum_e[:, 0] = 0
+    np.take(wi, error_codes, axis=1, out=cum_e[:, 1:])
     np.cumsum(cum_e[:, 1:], axis=1, out=cum_e[:, 1:])
-    terms = np.take(cum_e, errors_at_end, axis=1)  # (B, G) C-contiguous: E_g
+    errors = np.take(cum_e, errors_at_end, axis=1)  # (B, G): E_g
     step = np.empty_like(cum_w)
     step[:, 0] = cum_w[:, 0]
     np.subtract(cum_w[:, 1:], cum_w[:, :-1], out=step[:, 1:])
-    total = cum_w[:, -1].copy()
-    np.divide(terms, np.maximum(cum_w, 1.0, out=cum_w), out=terms)  # R_g
+    total = cum_w[:, -1].astype(float)
+    terms = np.divide(errors, np.maximum(cum_w, 1, out=cum_w))  # R_g, float64 (B, G)
     np.multiply(step, terms, out=terms)
     return np.sum(terms, axis=1) / total
 
