@@ -10,12 +10,16 @@ of a family in ``metrics.yaml: main_families``).
 ``exp(answer_logprobs[0])``, ``verbalized`` (``RUN/verbalized.jsonl``, reported as missing
 when absent), ``consistency`` = the family-balanced share ``p_f(a)`` of the fact's
 scorable main-family answers that fall in the query's cluster (the distribution of
-:func:`fks.metrics.behavior.fact_behavior`, whose argmax is the modal cluster), and
-``judge_confidence`` (the judge's own confidence in its cluster assignment). When
-``RUN/samples.jsonl`` exists (``fks calibrate sample``), ``semantic_entropy`` = ``1 - H/log k``
-is one more source with its own curve (:mod:`fks.metrics.calibration.semantic_entropy`),
-left out of the common-support table; otherwise the summary's ``semantic_entropy`` block is
-``not_computed``.
+:func:`fks.metrics.behavior.fact_behavior`, whose argmax is the modal cluster), and the two
+answer-span sources (:data:`~fks.metrics.calibration.span.SPAN_SOURCES`);
+``judge_confidence`` (the judge's own confidence in its cluster assignment) is only tabulated
+as a diagnostic (:data:`JUDGE_DIAGNOSTIC`), never calibrated. When
+``RUN/samples.jsonl`` exists (``fks calibrate sample``), two more sources, each with its own
+curve: ``semantic_cluster_probability`` and ``semantic_cluster_share``, the probability
+``P(c*|x)`` of the greedy answer's semantic cluster under the two estimators
+(:mod:`fks.metrics.calibration.semantic_entropy`; the entropy itself is described, never used
+as a confidence), left out of the common-support table; otherwise the summary's
+``semantic_entropy`` block is ``not_computed``.
 
 **Coverage accounting.** Every query of the run's selection gets exactly one outcome per
 source, first match wins (:data:`OUTCOMES`): ``missing_generation`` (selected but no row in
