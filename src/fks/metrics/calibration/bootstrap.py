@@ -113,8 +113,9 @@ def _aurc_replicates(w: np.ndarray, ranking: tuple[np.ndarray, ...]) -> np.ndarr
 class BootstrapCache:
     """Fact draws and replicates kept for reuse within one run (module docstring).
 
-    ``weights(F, B, seed)`` holds the ``(B, F)`` multiplicities in the smallest unsigned
-    integer type that fits (LRU, at most ``max_weight_bytes`` in all); the replicates of
+    :meth:`weights` holds the ``(B, F)`` multiplicities of each ``(F, B, seed)`` in the
+    smallest unsigned integer type that fits (LRU, at most ``max_weight_bytes`` in all; a
+    matrix evicted is drawn again when asked for, identically); the replicates of
     :func:`fact_clustered_replicates` with AURC (the ``O(B n)`` ones; without AURC a replicate
     is one small matrix product once the draws are kept) are held by a digest of the sample and
     every argument (read-only arrays). A seed of None (fresh entropy) is never cached.
@@ -129,7 +130,7 @@ class BootstrapCache:
         """``(B, F)`` multiplicities of ``resample_indices(F, B, rng=default_rng(seed))``.
 
         Drawn ``chunk`` replicates at a time from one generator (the draws do not depend on
-        the chunk size).
+        the chunk size, which only bounds the memory of one draw); read-only.
         """
         key = (n_facts, n_resamples, seed)
         hit = self._weights.get(key)
@@ -230,13 +231,18 @@ def _replicates(conf: np.ndarray, corr: np.ndarray, codes: np.ndarray, n_facts: 
     chunk = max(1, min(n_resamples, max_chunk_elements // per_rep))
     if cache is not None and seed is not None:
         drawn = cache.weights(n_facts, n_resamples, seed, chunk)
+
+        def weights(start: int, stop: int) -> np.ndarray:
+            return drawn[start:stop].astype(float)
     else:
-        drawn, rng = None, np.random.default_rng(seed)  # drawn chunk by chunk below
+        rng = np.random.default_rng(seed)
+
+        def weights(start: int, stop: int) -> np.ndarray:  # chunk by chunk, in order
+            return _fact_weights(resample_indices(n_facts, stop - start, rng=rng), n_facts)
     ranking = _aurc_ranking(codes, p32, corr) if with_aurc else None
     for start in range(0, n_resamples, chunk):
         stop = min(start + chunk, n_resamples)
-        w = (_fact_weights(resample_indices(n_facts, stop - start, rng=rng), n_facts)
-             if drawn is None else drawn[start:stop].astype(float))
+        w = weights(start, stop)  # (b, F) float multiplicities
         tot = w @ table  # (b, 5 + K)
         n = tot[:, 0]
         reps["accuracy"][start:stop] = tot[:, 1] / n

@@ -336,14 +336,14 @@ def logprob_confidences(gen: GenerationRecord) -> dict[str, tuple[float | None, 
         reason = "no_tokens"
     elif gen.n_generated_tokens is not None and len(lps) != gen.n_generated_tokens:
         reason = "logprob_count_mismatch"
-    else:
-        arr = np.asarray(lps, dtype=float)
-        if not np.all(np.isfinite(arr)):
+    else:  # the checks in Python: a handful of numbers per row, numpy's call cost dominates
+        values = [float(v) for v in lps]
+        if not all(math.isfinite(v) for v in values):
             reason = "logprob_not_finite"
-        elif np.any(arr > LOGPROB_TOLERANCE):
+        elif any(v > LOGPROB_TOLERANCE for v in values):
             reason = "logprob_positive"
         else:
-            arr = np.minimum(arr, 0.0)
+            arr = np.minimum(np.asarray(values, dtype=float), 0.0)
             return {"sequence_probability": (float(np.exp(arr.sum())), None),
                     "first_token_probability": (float(np.exp(arr[0])), None)}
     return {"sequence_probability": (None, reason), "first_token_probability": (None, reason)}
