@@ -23,7 +23,12 @@ from fks.metrics.calibration import (
     risk_coverage_curve,
     wilson_interval,
 )
-from fks.metrics.calibration.bootstrap import fact_clustered_replicates
+from fks.metrics.calibration.bootstrap import (
+    BootstrapCache,
+    _aurc_ranking,
+    _aurc_replicates,
+    fact_clustered_replicates,
+)
 from fks.metrics.stats.bootstrap import resample_indices
 
 
@@ -283,6 +288,60 @@ def test_fact_clustered_replicates_equal_a_direct_recomputation():
         assert reps["nll"][b] == pytest.approx(r["nll"]["nll"])
         assert reps["ece_equal_width"][b] == pytest.approx(r["ece_equal_width"])
         assert reps["aurc"][b] == pytest.approx(r["aurc"])
+
+
+@pytest.mark.parametrize("with_aurc", [True, False])
+def test_bootstrap_cache_gives_the_same_replicates_bit_for_bit(with_aurc):
+    """Reused draws and replicates are the fresh ones exactly (same draws, chunks, sums)."""
+    rng = np.random.default_rng(12)
+    codes = np.repeat(np.arange(40), rng.integers(1, 6, size=40))
+    conf = np.where(rng.random(codes.size) < 0.2, 0.0, rng.choice(np.linspace(0, 1, 23),
+                                                                    size=codes.size))
+    correct = (rng.random(codes.size) < conf).astype(int)
+    kw = {"bins": 7, "n_resamples": 50, "seed": 3, "with_aurc": with_aurc,
+          "max_chunk_elements": 400}  # several chunks
+    fresh = fact_clustered_replicates(conf, correct, codes, **kw)
+    cache = BootstrapCache()
+    first = fact_clustered_replicates(conf, correct, codes, cache=cache, **kw)
+    again = fact_clustered_replicates(conf, correct, codes, cache=cache, **kw)
+    other = fact_clustered_replicates(conf[::-1], correct[::-1], codes[::-1], cache=cache,
+                                      **kw)  # same facts, other sample: the draws are reused
+    assert set(fresh) == set(first) == set(again) == {"accuracy", "mean_confidence", "brier",
+                                                      "nll", "ece_equal_width",
+                                                      *(["aurc"] if with_aurc else [])}
+    for f in fresh:
+        assert fresh[f].tobytes() == first[f].tobytes() == again[f].tobytes()
+    direct = fact_clustered_replicates(conf[::-1], correct[::-1], codes[::-1], **kw)
+    for f in fresh:
+        assert other[f].tobytes() == direct[f].tobytes()
+    chunk = 400 // (codes.size if with_aurc else 40)
+    assert cache.weights(40, 50, 3, chunk) is cache.weights(40, 50, 3, chunk)
+    if with_aurc:  # a kept result cannot be changed by a caller
+        with pytest.raises(ValueError, match="read-only"):
+            again["aurc"][0] = 0.0
+
+
+@pytest.mark.parametrize("outcome", ["mixed", "all_correct", "all_wrong"])
+def test_aurc_replicates_against_the_weighted_step_curve(outcome):
+    """Integer weights up to 2**40 (the int64 path), no error row, only errors, ties."""
+    rng = np.random.default_rng(4)
+    codes = np.array([0, 1, 1, 2, 3, 3, 3, 4])
+    p32 = np.array([0.9, 0.9, 0.5, 0.5, 0.5, 0.2, 0.0, 0.0])
+    y = {"mixed": np.array([1, 0, 1, 0, 0, 1, 0, 1.0]), "all_correct": np.ones(8),
+         "all_wrong": np.zeros(8)}[outcome]
+    for w in (rng.integers(0, 4, size=(6, 5)).astype(float),
+              rng.integers(0, 2**40, size=(6, 5)).astype(float)):
+        got = _aurc_replicates(w, _aurc_ranking(codes, p32, y))
+        for b in range(w.shape[0]):
+            rw = w[b, codes]  # each row's weight; groups of equal p, in decreasing p
+            values = np.unique(p32)[::-1]
+            cum_w = np.cumsum([rw[p32 == v].sum() for v in values])
+            cum_e = np.cumsum([(rw * (1 - y))[p32 == v].sum() for v in values])
+            risk = np.divide(cum_e, cum_w, out=np.zeros(values.size), where=cum_w > 0)
+            expected = np.sum(np.diff(cum_w, prepend=0.0) * risk) / cum_w[-1]
+            assert got[b] == pytest.approx(expected, rel=1e-12)
+        if outcome != "mixed":
+            assert np.all(got == (0.0 if outcome == "all_correct" else 1.0))
 
 
 def test_fact_clustered_intervals_are_deterministic_and_cover_the_point():

@@ -17,7 +17,6 @@ from fks.metrics.calibration.semantic_entropy import (
     cluster_assignment_entropy,
     cluster_samples,
     sample_answers,
-    se_confidence,
     semantic_entropy,
 )
 from tiny_benchmark import tiny_benchmark_rows, write_benchmark
@@ -58,15 +57,12 @@ def test_invariant_to_relabelling_and_order(ids, rnd):
     assert 0.0 <= semantic_entropy(ids) <= math.log(len(ids)) + 1e-12
 
 
-def test_hand_computed_values_and_confidence():
+def test_hand_computed_values():
     ids = ["A", "A", "B", "C"]  # p = 1/2, 1/4, 1/4
     h = -(0.5 * math.log(0.5) + 2 * 0.25 * math.log(0.25))
     est = cluster_assignment_entropy(ids)
     assert est["plug_in"] == pytest.approx(h)
     assert est["miller_madow"] == pytest.approx(h + 2 / 8)
-    assert se_confidence(h, 4) == pytest.approx(1 - h / math.log(4))
-    assert se_confidence(0.0, 5) == 1.0 and se_confidence(math.log(5), 5) == pytest.approx(0.0)
-    assert se_confidence(0.0, 1) is None
     with pytest.raises(ValueError):
         semantic_entropy([])
 

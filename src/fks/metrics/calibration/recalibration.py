@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from fks.metrics.calibration.core import (
     calibration_summary,
     nll_score,
 )
+
+if TYPE_CHECKING:
+    from fks.metrics.calibration.bootstrap import BootstrapCache
 
 __all__ = [
     "SPLIT_SALT",
@@ -144,6 +147,7 @@ def recalibration_report(
     confidence: Any, correct: Any, fact_ids: Sequence[str], *, bins: int = 10,
     dev_fraction: float = 0.5, salt: str = SPLIT_SALT, eps: float = DEFAULT_NLL_EPS,
     n_resamples: int = 1000, level: float = 0.95, seed: int | None = 0, min_facts: int = 10,
+    cache: BootstrapCache | None = None,
 ) -> dict[str, Any]:
     """Fit temperature scaling and isotonic regression on dev facts; report on test facts.
 
@@ -160,6 +164,8 @@ def recalibration_report(
         level: its interval coverage.
         seed: its seed.
         min_facts: fewer test facts than this: no paired interval (the reason is given).
+        cache: a :class:`fks.metrics.calibration.bootstrap.BootstrapCache` to reuse draws and
+            replicates within a run (the same result without it).
 
     Returns:
         ``{"status": "ok", "split": {...counts}, "temperature": {...}, "isotonic": {...},
@@ -203,7 +209,8 @@ def recalibration_report(
     from fks.metrics.calibration.bootstrap import paired_from, replicates_with_point
 
     codes = np.unique(facts[~dev].astype(str), return_inverse=True)[1]
-    kw = {"bins": bins, "nll_eps": eps, "n_resamples": n_resamples, "seed": seed}
+    kw = {"bins": bins, "nll_eps": eps, "n_resamples": n_resamples, "seed": seed,
+          "cache": cache}
     raw = replicates_with_point(test_p, test_y, codes, **kw)  # drawn once, paired with each
     out["paired_vs_uncalibrated"] = {"status": "ok", "split": "test", **{
         m: paired_from(replicates_with_point(v, test_y, codes, **kw), raw, n=codes.size,

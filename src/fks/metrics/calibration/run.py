@@ -10,12 +10,16 @@ of a family in ``metrics.yaml: main_families``).
 ``exp(answer_logprobs[0])``, ``verbalized`` (``RUN/verbalized.jsonl``, reported as missing
 when absent), ``consistency`` = the family-balanced share ``p_f(a)`` of the fact's
 scorable main-family answers that fall in the query's cluster (the distribution of
-:func:`fks.metrics.behavior.fact_behavior`, whose argmax is the modal cluster), and
-``judge_confidence`` (the judge's own confidence in its cluster assignment). When
-``RUN/samples.jsonl`` exists (``fks calibrate sample``), ``semantic_entropy`` = ``1 - H/log k``
-is one more source with its own curve (:mod:`fks.metrics.calibration.semantic_entropy`),
-left out of the common-support table; otherwise the summary's ``semantic_entropy`` block is
-``not_computed``.
+:func:`fks.metrics.behavior.fact_behavior`, whose argmax is the modal cluster), and the two
+answer-span sources (:data:`~fks.metrics.calibration.span.SPAN_SOURCES`);
+``judge_confidence`` (the judge's own confidence in its cluster assignment) is only tabulated
+as a diagnostic (:data:`JUDGE_DIAGNOSTIC`), never calibrated. When
+``RUN/samples.jsonl`` exists (``fks calibrate sample``), two more sources, each with its own
+curve: ``semantic_cluster_probability`` and ``semantic_cluster_share``, the probability
+``P(c*|x)`` of the greedy answer's semantic cluster under the two estimators
+(:mod:`fks.metrics.calibration.semantic_entropy`; the entropy itself is described, never used
+as a confidence), left out of the common-support table; otherwise the summary's
+``semantic_entropy`` block is ``not_computed``.
 
 **Coverage accounting.** Every query of the run's selection gets exactly one outcome per
 source, first match wins (:data:`OUTCOMES`): ``missing_generation`` (selected but no row in
@@ -39,7 +43,7 @@ import json
 import logging
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,6 +60,7 @@ from fks.generate.manifest import read_run_manifest, update_run_manifest
 from fks.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, sha256_file
 from fks.metrics.behavior import ANCHOR_FAMILY
 from fks.metrics.calibration.bootstrap import (
+    BootstrapCache,
     fact_clustered_intervals,
     paired_from,
     replicates_with_point,
@@ -331,14 +336,14 @@ def logprob_confidences(gen: GenerationRecord) -> dict[str, tuple[float | None, 
         reason = "no_tokens"
     elif gen.n_generated_tokens is not None and len(lps) != gen.n_generated_tokens:
         reason = "logprob_count_mismatch"
-    else:
-        arr = np.asarray(lps, dtype=float)
-        if not np.all(np.isfinite(arr)):
+    else:  # the checks in Python: a handful of numbers per row, numpy's call cost dominates
+        values = [float(v) for v in lps]
+        if not all(math.isfinite(v) for v in values):
             reason = "logprob_not_finite"
-        elif np.any(arr > LOGPROB_TOLERANCE):
+        elif any(v > LOGPROB_TOLERANCE for v in values):
             reason = "logprob_positive"
         else:
-            arr = np.minimum(arr, 0.0)
+            arr = np.minimum(np.asarray(values, dtype=float), 0.0)
             return {"sequence_probability": (float(np.exp(arr.sum())), None),
                     "first_token_probability": (float(np.exp(arr[0])), None)}
     return {"sequence_probability": (None, reason), "first_token_probability": (None, reason)}
@@ -567,8 +572,10 @@ def _query_row(item: Any, gen: GenerationRecord | None, judged: JudgedRecord | N
         return row
     assert gen is not None and judged is not None
     row.judge_confidence = float(judged.confidence)
-    row.confidence.update(logprob_confidences(gen))
-    span_conf, row.answer_tokens = _span_confidences(gen, judged, ctx.get("tokenizer"))
+    logprob = logprob_confidences(gen)
+    row.confidence.update(logprob)
+    span_conf, row.answer_tokens = _span_confidences(gen, judged, ctx.get("tokenizer"),
+                                                     logprob["sequence_probability"])
     row.confidence.update(span_conf)
     if row.fact_id in ctx["covered"]:
         row.confidence["consistency"] = (ctx["share"].get((row.fact_id, judged.cluster_id), 0.0),
@@ -584,16 +591,22 @@ def _query_row(item: Any, gen: GenerationRecord | None, judged: JudgedRecord | N
 
 
 def _span_confidences(gen: GenerationRecord, judged: JudgedRecord,
-                      tokenizer: SpanTokenizer | None
+                      tokenizer: SpanTokenizer | None,
+                      checked: tuple[float | None, str | None] | None = None,
                       ) -> tuple[dict[str, tuple[float | None, str | None]], int | None]:
-    """Answer-span sources of one answered row (:mod:`fks.metrics.calibration.span`)."""
+    """Answer-span sources of one answered row (:mod:`fks.metrics.calibration.span`).
+
+    ``checked``: the row's ``logprob_confidences(gen)["sequence_probability"]`` when the
+    caller has it (the log-prob checks are not repeated).
+    """
     from fks.judge import answer_span
 
-    checked = logprob_confidences(gen)["sequence_probability"]
+    if checked is None:
+        checked = logprob_confidences(gen)["sequence_probability"]
     if checked[0] is None:
         return {src: (None, checked[1]) for src in SPAN_SOURCES}, None
     lps = gen.answer_logprobs or []
-    offsets = getattr(gen, "answer_token_offsets", None)
+    offsets = _record_offsets(gen)
     why = None
     if offsets is None:
         if tokenizer is None:
@@ -604,6 +617,17 @@ def _span_confidences(gen: GenerationRecord, judged: JudgedRecord,
     return span_probabilities(gen.raw_response, span, lps, offsets, why)
 
 
+def _record_offsets(gen: GenerationRecord) -> Any:
+    """Return the record's own ``answer_token_offsets`` (None when it has none).
+
+    An extra field of the backends that keep them (a declared field would be in ``__dict__``);
+    read directly, since ``getattr`` on a missing pydantic attribute raises and catches an
+    AttributeError per row.
+    """
+    found = gen.__dict__.get("answer_token_offsets")
+    return found if found is not None else (gen.model_extra or {}).get("answer_token_offsets")
+
+
 def _length_bucket(n: int | None) -> str:
     if n is None:
         return "unknown"
@@ -612,16 +636,23 @@ def _length_bucket(n: int | None) -> str:
 
 def _assign_difficulty(rows: Sequence[QueryRow]) -> None:
     """Set each row's ``difficulty`` (:data:`SLICE_RULES`), leaving its own fact out."""
-    per: dict[str, dict[str, list[int]]] = {}
+    # per relation and per (relation, fact): [correct, answered]; the others = the difference
+    per_rel: dict[str, list[int]] = {}
+    per_fact: dict[tuple[str, str], list[int]] = {}
     for r in rows:
         if r.main and r.condition_family == ANCHOR_FAMILY and r.outcome == "answered":
-            per.setdefault(r.relation, {}).setdefault(r.fact_id, []).append(int(r.correct or 0))
+            for cell in (per_rel.setdefault(r.relation, [0, 0]),
+                         per_fact.setdefault((r.relation, r.fact_id), [0, 0])):
+                cell[0] += int(r.correct or 0)
+                cell[1] += 1
     for r in rows:
-        others = [v for f, vs in per.get(r.relation, {}).items() if f != r.fact_id for v in vs]
-        if not others:
+        rel = per_rel.get(r.relation, [0, 0])
+        own = per_fact.get((r.relation, r.fact_id), [0, 0])
+        n_others = rel[1] - own[1]
+        if not n_others:
             r.difficulty = "unknown"
             continue
-        acc = sum(others) / len(others)
+        acc = (rel[0] - own[0]) / n_others
         r.difficulty = "hard" if acc < 1 / 3 else "medium" if acc < 2 / 3 else "easy"
 
 
@@ -777,54 +808,122 @@ def load_run(run_dir: str | Path, *, main_families: Sequence[str],
 
 
 # ============================================================================ figures
-#: one row of a reading with its outcome for one source: (row, outcome, reason)
-Scored = tuple[QueryRow, str, str | None]
+_OUTCOME_INDEX = {o: i for i, o in enumerate(OUTCOMES)}
+_VALID, _INVALID_CONFIDENCE = _OUTCOME_INDEX["valid"], _OUTCOME_INDEX["invalid_confidence"]
 
 
-def _score_rows(rows: Sequence[QueryRow], source: str) -> list[Scored]:
-    """Each row with its outcome for ``source`` (computed once, reused by every slice)."""
-    return [(r, *r.outcome_for(source)) for r in rows]
+@dataclass
+class _Columns:
+    """One reading's rows as aligned columns, built once and shared by every source.
+
+    ``fact_codes`` are the ranks of the rows' fact ids among the reading's (:func:`_codes`);
+    the rows of any part keep their order, and the part's own codes are the ranks of its codes
+    (:meth:`part_codes`), which equal ``_codes`` of its fact ids. ``slices`` holds, per
+    dimension, the row indices of each slice value (values sorted, rows in reading order).
+    """
+
+    fact_ids: np.ndarray
+    fact_codes: np.ndarray
+    answered_correct: np.ndarray
+    slices: dict[str, dict[str, np.ndarray]]
+
+    @classmethod
+    def of(cls, rows: Sequence[QueryRow]) -> _Columns:
+        """Build the columns of ``rows``."""
+        facts = [r.fact_id for r in rows]
+        slices: dict[str, dict[str, np.ndarray]] = {}
+        for dim in SLICE_DIMENSIONS:
+            groups: dict[str, list[int]] = {}
+            for i, r in enumerate(rows):
+                groups.setdefault(_slice_value(r, dim), []).append(i)
+            slices[dim] = {v: np.asarray(groups[v], dtype=np.int64) for v in sorted(groups)}
+        return cls(fact_ids=np.asarray(facts, dtype=object),
+                   fact_codes=_codes(facts) if facts else np.zeros(0, dtype=np.int64),
+                   answered_correct=np.asarray(
+                       [r.outcome == "answered" and bool(r.correct) for r in rows], dtype=bool),
+                   slices=slices)
+
+    def part_codes(self, idx: np.ndarray) -> np.ndarray:
+        """``_codes`` of the fact ids of rows ``idx`` (ints ``0..F-1``, fact-id order)."""
+        return np.unique(self.fact_codes[idx], return_inverse=True)[1].reshape(-1)
+
+    def part_fact_ids(self, idx: np.ndarray) -> list[str]:
+        """Return the fact id of each row of ``idx``."""
+        return self.fact_ids[idx].tolist()
 
 
-def _coverage(items: Sequence[Scored]) -> dict[str, Any]:
+@dataclass
+class _Scored:
+    """One reading's rows with their outcome for one source (each row's ``outcome_for``).
+
+    ``p``/``y`` hold a valid row's confidence and outcome and 0.0 elsewhere (exactly the
+    end-to-end view's values, :func:`_end_to_end_arrays`); ``reason`` indexes ``reasons`` for
+    the ``invalid_confidence`` rows (``why or "unknown"``), -1 elsewhere.
+    """
+
+    outcome: np.ndarray
+    valid: np.ndarray
+    p: np.ndarray
+    y: np.ndarray
+    reason: np.ndarray
+    reasons: list[str]
+
+    @classmethod
+    def of(cls, rows: Sequence[QueryRow], source: str) -> _Scored:
+        """Score ``rows`` for ``source``."""
+        outcome, p, y, reason = [], [], [], []
+        names: dict[str, int] = {}
+        for r in rows:
+            o, why = r.outcome_for(source)
+            outcome.append(_OUTCOME_INDEX[o])
+            if o == "valid":
+                p.append(r.confidence[source][0])
+                y.append(r.correct)
+            else:
+                p.append(0.0)
+                y.append(0.0)
+            reason.append(names.setdefault(why or "unknown", len(names))
+                          if o == "invalid_confidence" else -1)
+        codes = np.asarray(outcome, dtype=np.int64)
+        return cls(outcome=codes, valid=codes == _VALID, p=np.asarray(p, dtype=float),
+                   y=np.asarray(y, dtype=float), reason=np.asarray(reason, dtype=np.int64),
+                   reasons=list(names))
+
+
+def _coverage(cols: _Columns, sc: _Scored, idx: np.ndarray) -> dict[str, Any]:
     """Outcome counts (every outcome listed, zeros included) and the two coverages."""
-    counts = Counter(o for _, o, _ in items)
-    answered = counts["valid"] + counts["invalid_confidence"]
-    n = len(items)
+    counts = np.bincount(sc.outcome[idx], minlength=len(OUTCOMES)).tolist()
+    valid, answered = counts[_VALID], counts[_VALID] + counts[_INVALID_CONFIDENCE]
+    why = sc.reason[idx]
+    why_counts = np.bincount(why[why >= 0], minlength=len(sc.reasons)).tolist()
+    n = int(idx.size)
     return {
-        "n_queries": n, "counts": {o: counts.get(o, 0) for o in OUTCOMES},
+        "n_queries": n, "counts": dict(zip(OUTCOMES, counts, strict=True)),
         "n_answered": answered,
-        "n_correct_answered": sum(1 for r, _, _ in items if r.outcome == "answered" and r.correct),
-        "invalid_confidence_reasons": dict(sorted(Counter(
-            why or "unknown" for _, o, why in items if o == "invalid_confidence").items())),
-        "confidence_coverage": counts["valid"] / answered if answered else None,
-        "end_to_end_coverage": counts["valid"] / n if n else None,
+        "n_correct_answered": int(np.count_nonzero(cols.answered_correct[idx])),
+        "invalid_confidence_reasons": dict(sorted(
+            (name, c) for name, c in zip(sc.reasons, why_counts, strict=True) if c)),
+        "confidence_coverage": valid / answered if answered else None,
+        "end_to_end_coverage": valid / n if n else None,
         "answer_coverage": answered / n if n else None,
     }
 
 
-def _valid_arrays(items: Sequence[Scored], source: str
-                  ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """``(p, y, fact_ids)`` of the valid rows (the confidence-coverage view)."""
-    keep = [r for r, o, _ in items if o == "valid"]
-    p = np.array([r.confidence[source][0] for r in keep], dtype=float)
-    y = np.array([r.correct for r in keep], dtype=float)
-    return p, y, [r.fact_id for r in keep]
+def _valid_arrays(sc: _Scored, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(p, y, rows)`` of the valid rows of ``idx`` (the confidence-coverage view)."""
+    keep = idx[sc.valid[idx]]
+    return sc.p[keep], sc.y[keep], keep
 
 
-def _end_to_end_arrays(items: Sequence[Scored], source: str
-                       ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """``(p, y, fact_ids)`` over every query (the end-to-end view, :data:`COVERAGE_VIEWS`).
+def _end_to_end_arrays(sc: _Scored, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(p, y)`` over every query of ``idx`` (the end-to-end view, :data:`COVERAGE_VIEWS`).
 
     A valid row keeps its confidence and outcome; every other row (abstained, invalid answer
     or confidence, timed out, failed, unjudged, never generated) is a query that did not get a
     correct answer under this source: ``y = 0`` at confidence ``p = 0``. So the accuracy is
     correct answers over all queries, and risk at full coverage counts every such row.
     """
-    p = np.array([r.confidence[source][0] if o == "valid" else 0.0 for r, o, _ in items],
-                 dtype=float)
-    y = np.array([float(r.correct) if o == "valid" else 0.0 for r, o, _ in items], dtype=float)
-    return p, y, [r.fact_id for r, _, _ in items]
+    return sc.p[idx], sc.y[idx]
 
 
 def _codes(facts: Sequence[str]) -> np.ndarray:
@@ -839,100 +938,110 @@ def _slice_value(row: QueryRow, dim: str) -> str:
     return str(getattr(row, dim))
 
 
-def _intervals(p: np.ndarray, y: np.ndarray, facts: Sequence[str], s: CalibrationSettings, *,
-               with_aurc: bool = False) -> dict[str, Any]:
+def _n_facts(codes: np.ndarray) -> int:
+    return int(codes.max()) + 1 if codes.size else 0
+
+
+def _intervals(p: np.ndarray, y: np.ndarray, codes: np.ndarray, s: CalibrationSettings, *,
+               with_aurc: bool = False, cache: BootstrapCache | None = None) -> dict[str, Any]:
     """Fact-clustered intervals, or why none is given (fewer facts than the stated minimum)."""
-    n_facts = len(set(facts))
+    n_facts = _n_facts(codes)
     if n_facts < s.min_facts_for_interval:
         return {"status": "not_computed", "n_facts": n_facts,
                 "reason": f"{n_facts} fact(s) < min_facts_for_interval = "
                           f"{s.min_facts_for_interval}: an interval from so few facts would "
                           "look surer than it is"}
     return {"status": "ok", **fact_clustered_intervals(
-        p, y, _codes(facts), bins=s.bins, nll_eps=s.nll_eps, n_resamples=s.n_resamples,
-        level=s.level, seed=s.seed, with_aurc=with_aurc)}
+        p, y, codes, bins=s.bins, nll_eps=s.nll_eps, n_resamples=s.n_resamples,
+        level=s.level, seed=s.seed, with_aurc=with_aurc, cache=cache)}
 
 
-def _slice_figures(p: np.ndarray, y: np.ndarray, facts: list[str], s: CalibrationSettings,
-                   view: str = "confidence") -> dict[str, Any]:
+def _slice_figures(p: np.ndarray, y: np.ndarray, codes: np.ndarray, s: CalibrationSettings,
+                   view: str = "confidence", cache: BootstrapCache | None = None
+                   ) -> dict[str, Any]:
     core = calibration_summary(p, y, bins=s.bins)
     counts = np.bincount(bucketize_equal_width(p.astype(np.float32), s.bins), minlength=s.bins)
     return {
         "coverage_view": view,
-        "n": int(p.size), "n_facts": len(set(facts)), "accuracy": float(y.mean()),
+        "n": int(p.size), "n_facts": _n_facts(codes), "accuracy": float(y.mean()),
         "mean_confidence": float(p.astype(np.float32).astype(float).mean()),
         "brier": core["brier"], "nll": nll_score(p, y, eps=s.nll_eps)["nll"],
         "ece_equal_width": core["ece"], "bin_counts_equal_width": counts.tolist(),
         "aurc": aurc(core["coverage"], core["risk"]),
         "risk_at_full_coverage": float(core["risk"][-1]),
-        "intervals": _intervals(p, y, facts, s),
+        "intervals": _intervals(p, y, codes, s, cache=cache),
     }
 
 
-def _slices(items: Sequence[Scored], source: str, s: CalibrationSettings) -> dict[str, Any]:
+def _slices(cols: _Columns, sc: _Scored, s: CalibrationSettings,
+            cache: BootstrapCache | None = None) -> dict[str, Any]:
     """Coverage and figures in both views (with fact-clustered intervals) per slice value."""
     out: dict[str, Any] = {}
-    for dim in SLICE_DIMENSIONS:
-        groups: dict[str, list[Scored]] = {}
-        for it in items:
-            groups.setdefault(_slice_value(it[0], dim), []).append(it)
+    for dim, groups in cols.slices.items():
         out[dim] = {}
-        for value in sorted(groups):
-            part = groups[value]
-            p, y, facts = _valid_arrays(part, source)
-            pe, ye, fe = _end_to_end_arrays(part, source)
+        for value, idx in groups.items():
+            p, y, keep = _valid_arrays(sc, idx)
+            pe, ye = _end_to_end_arrays(sc, idx)
             out[dim][value] = {
-                "coverage": _coverage(part),
-                "figures": _slice_figures(p, y, facts, s) if p.size else None,
-                "end_to_end_figures": _slice_figures(pe, ye, fe, s, "end_to_end"),
+                "coverage": _coverage(cols, sc, idx),
+                "figures": _slice_figures(p, y, cols.part_codes(keep), s, cache=cache)
+                if p.size else None,
+                "end_to_end_figures": _slice_figures(pe, ye, cols.part_codes(idx), s,
+                                                     "end_to_end", cache),
             }
     return out
 
 
-def _view(p: np.ndarray, y: np.ndarray, facts: list[str], s: CalibrationSettings, view: str
-          ) -> dict[str, Any]:
+def _view(p: np.ndarray, y: np.ndarray, codes: np.ndarray, s: CalibrationSettings, view: str,
+          cache: BootstrapCache | None = None) -> dict[str, Any]:
     """Figures, intervals, reliability and risk-coverage data of one coverage view."""
-    codes = _codes(facts)
     report = calibration_report(
         p, y, bins=s.bins, nll_eps=s.nll_eps, coverages=s.coverages,
         max_curve_points=s.max_curve_points, view=view, fact_codes=codes, level=s.level,
         min_facts=s.min_facts_for_interval)
     figures = {k: v for k, v in report.items() if k not in ("reliability", "risk_coverage")}
-    figures["n_facts"] = len(set(facts))
-    return {"figures": figures, "intervals": _intervals(p, y, facts, s, with_aurc=True),
+    figures["n_facts"] = _n_facts(codes)
+    return {"figures": figures,
+            "intervals": _intervals(p, y, codes, s, with_aurc=True, cache=cache),
             "reliability": report["reliability"], "risk_coverage": report["risk_coverage"]}
 
 
-def source_block(rows: Sequence[QueryRow], source: str, s: CalibrationSettings
-                 ) -> dict[str, Any]:
+def source_block(rows: Sequence[QueryRow], source: str, s: CalibrationSettings, *,
+                 cache: BootstrapCache | None = None, columns: _Columns | None = None,
+                 scored: _Scored | None = None) -> dict[str, Any]:
     """Coverage, both coverage views, intervals, slices, recalibration of one source.
 
     The top-level ``figures``/``intervals``/``reliability``/``risk_coverage`` are the
     confidence-coverage view (answered rows with a valid confidence); ``end_to_end`` holds the
-    same over every query of the reading (:func:`_end_to_end_arrays`).
+    same over every query of the reading (:func:`_end_to_end_arrays`). ``cache``, ``columns``
+    and ``scored`` (the reading's :class:`_Columns` and the rows scored for ``source``) only
+    save work when the caller has them; the result is the same.
     """
-    items = _score_rows(rows, source)
-    block: dict[str, Any] = {"available": True, "coverage": _coverage(items)}
-    p, y, facts = _valid_arrays(items, source)
+    cols = columns if columns is not None else _Columns.of(rows)
+    sc = scored if scored is not None else _Scored.of(rows, source)
+    every = np.arange(len(rows), dtype=np.int64)
+    block: dict[str, Any] = {"available": True, "coverage": _coverage(cols, sc, every)}
+    p, y, keep = _valid_arrays(sc, every)
     if p.size == 0:
         block.update(figures=None, end_to_end=None,
                      reason="no valid (confidence, outcome) pair: end-to-end, no query is "
                             "answered with a confidence from this source")
         return block
-    pe, ye, fe = _end_to_end_arrays(items, source)
+    pe, ye = _end_to_end_arrays(sc, every)
     block["end_to_end"] = {"definition": COVERAGE_VIEWS["end_to_end"],
-                           **_view(pe, ye, fe, s, "end_to_end")}
-    block.update(_view(p, y, facts, s, "confidence"))
-    block["slices"] = _slices(items, source, s)
+                           **_view(pe, ye, cols.part_codes(every), s, "end_to_end", cache)}
+    block.update(_view(p, y, cols.part_codes(keep), s, "confidence", cache))
+    block["slices"] = _slices(cols, sc, s, cache)
     block["recalibration"] = recalibration_report(
-        p, y, facts, bins=s.bins, dev_fraction=s.dev_fraction, eps=s.nll_eps,
-        n_resamples=s.n_resamples, level=s.level, seed=s.seed,
-        min_facts=s.min_facts_for_interval)
+        p, y, cols.part_fact_ids(keep), bins=s.bins, dev_fraction=s.dev_fraction,
+        eps=s.nll_eps, n_resamples=s.n_resamples, level=s.level, seed=s.seed,
+        min_facts=s.min_facts_for_interval, cache=cache)
     return block
 
 
-def _common_support(rows: Sequence[QueryRow], sources: Sequence[str], s: CalibrationSettings
-                    ) -> dict[str, Any]:
+def _common_support(rows: Sequence[QueryRow], sources: Sequence[str], s: CalibrationSettings,
+                    cache: BootstrapCache | None = None, columns: _Columns | None = None,
+                    scored: dict[str, _Scored] | None = None) -> dict[str, Any]:
     """Compare the sources on the rows where every one of them is valid.
 
     A source with no valid row in the reading (e.g. the answer-span sources without token
@@ -940,19 +1049,25 @@ def _common_support(rows: Sequence[QueryRow], sources: Sequence[str], s: Calibra
     Beside each source's figures: paired, fact-clustered intervals of the difference of every
     pair of sources (same rows, same fact draws), when the rows hold enough facts.
     """
+    cols = columns if columns is not None else _Columns.of(rows)
+    scored = dict(scored or {})
+    for src in sources:
+        if src not in scored:
+            scored[src] = _Scored.of(rows, src)
     excluded = {src: "no valid row in this reading" for src in sources
-                if not any(r.outcome_for(src)[0] == "valid" for r in rows)}
+                if not scored[src].valid.any()}
     sources = [src for src in sources if src not in excluded]
     # no source left: no common support at all (not every row: all() of nothing is True)
-    keep = [r for r in rows if all(r.outcome_for(src)[0] == "valid" for src in sources)
-            ] if sources else []
+    keep = np.flatnonzero(np.logical_and.reduce([scored[src].valid for src in sources])
+                          ) if sources else np.zeros(0, dtype=np.int64)
+    codes = cols.part_codes(keep)
     out: dict[str, Any] = {"sources": list(sources), "excluded_sources": excluded,
-                           "n": len(keep), "n_facts": len({r.fact_id for r in keep}),
+                           "n": int(keep.size), "n_facts": _n_facts(codes),
                            "by_source": {}, "paired_differences": {}}
-    if not keep:
+    if not keep.size:
         return out
-    y = np.array([r.correct for r in keep], dtype=float)
-    conf = {src: np.array([r.confidence[src][0] for r in keep], dtype=float) for src in sources}
+    y = scored[sources[0]].y[keep]  # a row valid for every source: its outcome, in each
+    conf = {src: scored[src].p[keep] for src in sources}
     for src in sources:
         rep = calibration_report(conf[src], y, bins=s.bins, nll_eps=s.nll_eps,
                                  coverages=s.coverages, max_curve_points=2)
@@ -960,21 +1075,19 @@ def _common_support(rows: Sequence[QueryRow], sources: Sequence[str], s: Calibra
                                                      "ece_equal_mass", "aurc", "mean_confidence")}
         out["by_source"][src]["nll"] = rep["nll"]["nll"]
     out["accuracy"] = float(y.mean())
-    facts = [r.fact_id for r in keep]
     if out["n_facts"] < s.min_facts_for_interval:
         out["paired_differences"] = {
             "status": "not_computed",
             "reason": f"{out['n_facts']} fact(s) < min_facts_for_interval = "
                       f"{s.min_facts_for_interval}"}
         return out
-    codes = _codes(facts)
     reps = {src: replicates_with_point(conf[src], y, codes, bins=s.bins, nll_eps=s.nll_eps,
-                                       n_resamples=s.n_resamples, seed=s.seed)
+                                       n_resamples=s.n_resamples, seed=s.seed, cache=cache)
             for src in sources}  # the same fact draws for every source: paired
     for i, a in enumerate(sources):
         for b in sources[i + 1:]:
             out["paired_differences"][f"{a} - {b}"] = paired_from(
-                reps[a], reps[b], n=len(keep), n_facts=out["n_facts"],
+                reps[a], reps[b], n=int(keep.size), n_facts=out["n_facts"],
                 n_resamples=s.n_resamples, level=s.level, seed=s.seed)
     return out
 
@@ -1050,6 +1163,9 @@ def readings_of(main_families: Sequence[str]) -> dict[str, Callable[[QueryRow], 
 
 def _reading(rows: list[QueryRow], available: list[str], missing: dict[str, str],
              families: list[str], s: CalibrationSettings) -> dict[str, Any]:
+    cache = BootstrapCache()  # the same facts drawn, and samples met twice, within a reading
+    cols = _Columns.of(rows)
+    scored = {src: _Scored.of(rows, src) for src in available}
     out: dict[str, Any] = {
         "families": families, "n_queries": len(rows), "n_facts": len({r.fact_id for r in rows}),
         "outcomes_before_confidence": dict(sorted(Counter(
@@ -1059,10 +1175,11 @@ def _reading(rows: list[QueryRow], available: list[str], missing: dict[str, str]
         if src in missing:
             out["sources"][src] = {"available": False, "reason": missing[src]}
         else:
-            out["sources"][src] = source_block(rows, src, s)
+            out["sources"][src] = source_block(rows, src, s, cache=cache, columns=cols,
+                                               scored=scored[src])
     # semantic entropy may cover a --limit subset only: kept out of the common-support table
     out["common_support"] = _common_support(
-        rows, [a for a in available if a not in SE_SOURCES], s)
+        rows, [a for a in available if a not in SE_SOURCES], s, cache, cols, scored)
     out["judge_confidence_diagnostic"] = _judge_diagnostic(rows)
     if "verbalized" in available:
         out["verbalized_variants"] = _variant_spread(rows, s)
@@ -1071,15 +1188,18 @@ def _reading(rows: list[QueryRow], available: list[str], missing: dict[str, str]
 
 # ============================================================================ the stage
 def _per_query_rows(model: str, rows: Sequence[QueryRow], readings: dict[str, Callable],
-                    available: list[str], s: CalibrationSettings) -> list[dict[str, Any]]:
-    out = []
+                    available: list[str], s: CalibrationSettings) -> Iterator[dict[str, Any]]:
+    """Yield the per-query file's rows (streamed to the file; the split is hashed per fact)."""
+    split: dict[str, str] = {}
     for r in rows:
         sources = {}
         for src in available:
             outcome, why = r.outcome_for(src)
             sources[src] = {"confidence": r.confidence.get(src, (None, None))[0],
                             "outcome": outcome, "reason": why}
-        out.append({
+        if r.fact_id not in split:
+            split[r.fact_id] = split_of_fact(r.fact_id, dev_fraction=s.dev_fraction)
+        yield {
             "model": model, "query_id": r.query_id, "fact_id": r.fact_id,
             "relation": r.relation, "condition_family": r.condition_family,
             "language": r.language, "answer_in_subject_surface": r.copy,
@@ -1089,10 +1209,9 @@ def _per_query_rows(model: str, rows: Sequence[QueryRow], readings: dict[str, Ca
             "scorer_label": r.scorer_label, "cluster_id": r.cluster_id,
             "judge_confidence": r.judge_confidence, "answer_span_tokens": r.answer_tokens,
             "difficulty": r.difficulty, "data_source": r.data_source,
-            "split": split_of_fact(r.fact_id, dev_fraction=s.dev_fraction),
+            "split": split[r.fact_id],
             "sources": sources,
-        })
-    return out
+        }
 
 
 def _family_list(main_families: Sequence[str]) -> dict[str, list[str]]:

@@ -169,13 +169,6 @@ def entropy_of(probs: dict[str, float]) -> float:
     return max(h, 0.0)
 
 
-def se_confidence(h: float, k: int) -> float | None:
-    """Confidence ``1 - h / log k`` clipped to ``[0, 1]``; None when ``k < 2``."""
-    if k < 2:
-        return None
-    return min(1.0, max(0.0, 1.0 - h / math.log(k)))
-
-
 # ============================================================================ sampling
 def _seeded_generator(seed: int, device: Any) -> Any:
     import torch
