@@ -135,6 +135,13 @@ def test_sample_cli_writes_resumable_rows(sampled, tiny_model_dir):
                "--k", "3", "--limit", "5", "--batch-size", "1") == 0
     after = read_jsonl(run / "samples.jsonl")
     assert (run / "samples.jsonl").read_text().startswith(before) and len(after) == 5
+    from fks.io import read_json, sha256_file
+
+    stage = read_json(run / "evaluation_manifest.json")["stages"]["calibrate_sample"]
+    assert (stage["k"], stage["temperature"], stage["n_queries"], stage["n_sampled"],
+            stage["n_skipped"], stage["limit"]) == (3, 1.0, 5, 1, 4, 5)
+    assert stage["sha256"] == sha256_file(run / "samples.jsonl")
+    assert stage["backend"]["model_path"] == str(tiny_model_dir)
     # another temperature on the same file is refused (frozen protocol): exit 2
     assert fks("calibrate", "sample", run, "--model-path", tiny_model_dir, "--benchmark", bench,
                "--k", "3", "--temperature", "0.7", "--limit", "6") == 2

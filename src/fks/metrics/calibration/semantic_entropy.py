@@ -57,7 +57,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from fks.errors import FksInputError
-from fks.io import JsonlAppender, iter_jsonl
+from fks.generate.manifest import update_run_manifest
+from fks.io import JsonlAppender, iter_jsonl, sha256_file
 from fks.runlock import locks_run_dir
 
 __all__ = [
@@ -366,7 +367,8 @@ def sample_run(run_dir: str | Path, backend: Any, *, benchmark: Any, k: int = DE
 
     ``backend`` is an :class:`fks.generate.backends.hf.HFBackend` (its model, tokenizer and
     EOS ids are used; its greedy ``generate`` is not). Resumable: queries already in the file
-    are skipped; a query's samples depend only on ``seed`` and its position in the list.
+    are skipped; a query's samples depend only on ``seed`` and its position in the list. The
+    manifest gains ``stages.calibrate_sample`` (protocol, counts, sampling model, sha256).
     """
     from fks.generate.prompts import PROMPT_VERSION, build_prompt
     from fks.log import progress_bar
@@ -396,9 +398,15 @@ def sample_run(run_dir: str | Path, backend: Any, *, benchmark: Any, k: int = DE
                 "prompt_version": PROMPT_VERSION, "sampling_version": SAMPLING_VERSION,
             } for (_, q), s, lp in zip(chunk, texts, lps, strict=True)])
             bar.update(task, advance=len(chunk))
-    return {"file": str(path), "n_queries": len(queries), "n_sampled": len(todo),
-            "n_skipped": len(queries) - len(todo), **protocol,
+    info = {"file": str(path), "n_queries": len(queries), "n_sampled": len(todo),
+            "n_skipped": len(queries) - len(todo), **protocol, "limit": limit,
             "finished_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    describe = getattr(backend, "describe", None)
+    update_run_manifest(run_dir, stage="calibrate_sample", stage_info={
+        **info, "prompt_version": PROMPT_VERSION, "sampling_version": SAMPLING_VERSION,
+        "backend": describe() if callable(describe) else {"model_path": model_name},
+        "sha256": sha256_file(path)})
+    return info
 
 
 # ============================================================================ calibrate side
