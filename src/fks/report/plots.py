@@ -17,6 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 __all__ = [
@@ -189,22 +190,27 @@ def calibration_figure(sources: Mapping[str, Mapping[str, Any]], *, title: str) 
                              fontsize=6, color=color)
         rc = s.get("risk_coverage") or {}
         if rc.get("coverage"):
-            ax2.step(rc["coverage"], rc["risk"], where="pre", color=color,
-                     label=f"{name}, confidence coverage")
+            ax2.step(rc["coverage"], rc["risk"], where="pre", color=color)
         e2e = s.get("end_to_end_risk_coverage") or {}
         if e2e.get("coverage"):
-            ax2.step(e2e["coverage"], e2e["risk"], where="pre", color=color, linestyle="--",
-                     label=f"{name}, end-to-end coverage")
+            ax2.step(e2e["coverage"], e2e["risk"], where="pre", color=color, linestyle="--")
     ax1.set(xlim=(0, 1), ylim=(0, 1), xlabel="mean confidence (bin)", ylabel="accuracy (bin)",
             title="Reliability: rows per bin, fact-clustered intervals")
     ax1.title.set_fontsize(9)
-    ax1.legend(fontsize=7)
+    # one legend of the sources (colours) under both panels (bbox_inches="tight" keeps it),
+    # never over the curves; the right panel's line styles get a two-line key of their own
+    handles, labels = ax1.get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.02),
+               ncol=3, frameon=False)
     ax2.set(xlim=(0, 1), ylim=(0, 1), xlabel="coverage", ylabel="risk (error rate)",
             title="Risk-coverage: solid answered rows, dashed all queries")
     ax2.title.set_fontsize(9)
-    ax2.legend(fontsize=6)
+    ax2.legend(handles=[Line2D([], [], color="black",
+                               label="answered rows (confidence coverage)"),
+                        Line2D([], [], color="black", linestyle="--",
+                               label="all queries (end-to-end coverage)")],
+               fontsize=7, loc="lower right")
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
     return to_data_uri(fig)
 
 
