@@ -274,6 +274,23 @@ def test_raw_vs_transported_not_applicable_under_full_rank_whitening(tmp_path):
     assert check["status"] == "not_applicable" and "full-rank" in check["reason"]
 
 
+def test_raw_vs_transported_not_applicable_when_whitening_spans_every_residual_dim(tmp_path):
+    # d > pca_max_dim, but fewer main queries than pca_max_dim: the whitening keeps every
+    # dimension of the residualised states (rank bound), the same invariance as k = d
+    bench = make_bench(tmp_path, sizes=(3, 3))
+    run = make_run(tmp_path, bench, d=160)
+    res = run_internal_metrics(run, benchmark=bench, configs=configs(
+        tmp_path, whitening={"method": "pca", "pca_max_dim": 128}))
+    check = res["sanity"]["checks"]["raw_vs_transported"]
+    assert check["status"] == "not_applicable" and "every component" in check["reason"]
+    summary = json.loads((run / "metrics" / "iss_model_summary.json").read_text())
+    info = summary["whitening_per_layer"]["3"]
+    assert info["design_determined"] and info["k"] == info["rank_bound"] < 128
+    assert info["n_dropped_rank_bound"] == 128 - info["rank_bound"]
+    assert info["k_requested"] == 128 and info["n_dropped_precision_floor"] == 0
+    assert "rank_bound" in summary["whitening"]["numerical_rank_rule"]
+
+
 def test_raw_vs_transported_fails_when_the_transport_does_nothing(tmp_path):
     # k < d, but J is within ~1e-5 of the identity: accepted as a transport (not exactly I),
     # yet raw and transported ISS agree -> the ablation must flag it

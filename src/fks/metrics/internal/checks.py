@@ -36,7 +36,14 @@ from fks.metrics.internal.scores import (
     kts_pair,
     pair_scores,
 )
-from fks.metrics.internal.space import Design, Residualizer, Whitening, embed, family_centroids
+from fks.metrics.internal.space import (
+    Design,
+    Residualizer,
+    Whitening,
+    embed,
+    family_centroids,
+    residual_rank,
+)
 
 if TYPE_CHECKING:
     from fks.metrics.internal.context import Context
@@ -289,7 +296,7 @@ def _duplicate_check(ctx: Context, layer: int, q: np.ndarray, V: np.ndarray,
 
 def transport_ablation_reason(ctx: Context) -> str | None:
     """Why §18.5 cannot apply to this run (None: it can)."""
-    m = ctx.configs.metrics
+    m, design = ctx.configs.metrics, ctx.design
     d = ctx.store.d_model
     if m.whitening.method == "pca" and min(m.whitening.pca_max_dim, d) >= d:
         # PCA whitening to full rank maps z and J z to the same point up to a rotation for any
@@ -298,6 +305,18 @@ def transport_ablation_reason(ctx: Context) -> str | None:
                 f"{m.whitening.pca_max_dim}) is invariant to any invertible transport, so "
                 "raw and J-transported ISS are equal by construction; the check needs "
                 "d > pca_max_dim or whitening.method: shrinkage")
+    rank = residual_rank(design.relation, design.family, len(design.relations),
+                         len(design.all_families))
+    if m.whitening.method == "pca" and m.whitening.pca_max_dim >= rank:
+        # the same invariance when the residualised states span fewer than pca_max_dim
+        # dimensions: whitening every component of z_bar (rank <= rank bound) and of J z_bar
+        # (the same rank) gives the same point up to a rotation
+        return (f"PCA whitening keeps every component of the residualised states (their rank "
+                f"is at most {rank} <= pca_max_dim = {m.whitening.pca_max_dim}: "
+                f"{design.n} main queries less the relation and family means), which is "
+                "invariant to any invertible transport, so raw and J-transported ISS are equal "
+                "by construction; the check needs more main queries than pca_max_dim + the "
+                "groups removed, or whitening.method: shrinkage")
     if ctx.jlens is None and not (ctx.run_dir / "jlens").is_dir():
         return "run has no J-Lens fit (raw transport only)"
     return None

@@ -266,9 +266,15 @@ def score_layer(V: np.ndarray, design: Design, neg: Negatives, pairs: Sequence[t
 
 def _whitening_info(wh: Whitening) -> dict[str, Any]:
     ev = wh.eigenvalues
-    return {"k": wh.k, "n_dropped": wh.n_dropped,
-            "top_eigenvalue": float(ev[0]) if len(ev) else None,
-            "last_eigenvalue": float(ev[-1]) if len(ev) else None}
+    out = {"k": wh.k, "n_dropped": wh.n_dropped,
+           "top_eigenvalue": float(ev[0]) if len(ev) else None,
+           "last_eigenvalue": float(ev[-1]) if len(ev) else None,
+           "k_requested": wh.k_requested, "rank_bound": wh.rank_bound,
+           "n_dropped_rank_bound": wh.n_dropped_rank,
+           "n_dropped_precision_floor": wh.n_dropped_precision,
+           "rounding_factor": wh.rounding_factor,
+           "design_determined": wh.design_determined}
+    return out
 
 
 def _write_centroids(folder: Path, layer: int, V: np.ndarray, has: np.ndarray) -> None:
@@ -343,6 +349,12 @@ def _process_layer(ctx: Context, layer: int, averaging: Any, tol: SanityToleranc
     q, res, wh = embed(x, ctx.design, J, m.whitening, m.eps)
     del x
     clock.lap("transport_residualise_whiten")
+    if layer == ctx.rep_layer and wh.design_determined:
+        log.warning("layer %d: the residualised states span at most %d dimensions <= "
+                    "pca_max_dim = %d, so PCA whitening keeps all of them and the processed "
+                    "cosines are a function of the design alone (ISS/KTS carry no model "
+                    "information); more main queries or a smaller pca_max_dim are needed",
+                    layer, wh.rank_bound, m.whitening.pca_max_dim)
     V = family_centroids(q, ctx.design, m.eps, averaging)
     _write_centroids(ctx.out_dir / CENTROIDS_DIR, layer, V, ctx.design.has)
     clock.lap("centroids")

@@ -21,6 +21,7 @@ import numpy as np
 from fks.io import atomic_write_json, atomic_write_jsonl, sha256_file
 from fks.metrics.internal.coverage import families_absent
 from fks.metrics.internal.scores import kts_macro
+from fks.metrics.internal.space import WHITENING_RULE
 
 if TYPE_CHECKING:
     from fks.metrics.internal.context import Context, LayerScores, Selection
@@ -280,7 +281,9 @@ def _common(ctx: Context, model: str) -> dict[str, Any]:
                      "coverage": ctx.selections[0].coverage, "subset": "all"},
         "families_absent": families_absent(ctx.design.families, m.main_families),
         "coverage_labels": {c: COVERAGE_LABELS.get(c, c) for c in m.coverage_modes},
-        "whitening": m.whitening.model_dump(mode="json"),
+        "whitening": {**m.whitening.model_dump(mode="json"),
+                      **({"numerical_rank_rule": WHITENING_RULE}
+                         if m.whitening.method == "pca" else {})},
         "benchmark": {"path": str(ctx.bench.root), "checksum": ctx.bench.checksum()},
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
