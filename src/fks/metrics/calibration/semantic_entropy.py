@@ -43,7 +43,6 @@ A samples file drawn from another model than the run's generations is exit 2.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import logging
 import math
@@ -59,6 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fks.errors import FksInputError
 from fks.generate.manifest import update_run_manifest
 from fks.io import JsonlAppender, iter_jsonl, sha256_file
+from fks.metrics.calibration.verbalized import spread_slice
 from fks.runlock import locks_run_dir
 
 __all__ = [
@@ -321,14 +321,7 @@ def _sample_queries(bench: Any, run_dir: Path, limit: int | None) -> list[Any]:
     if gen_path.is_file():
         done = {row.get("query_id") for _, row in iter_jsonl(gen_path)}
         qs = [q for q in qs if q.query_id in done]
-    rank = {f: hashlib.sha256(f"{SAMPLING_VERSION}:{f}".encode()).hexdigest()
-            for f in {q.fact_id for q in qs}}
-    qs = [q for _, q in sorted(enumerate(qs), key=lambda iq: (rank[iq[1].fact_id], iq[0]))]
-    if limit is not None:
-        if limit < 0:
-            raise FksInputError(f"must be >= 0; found {limit}", field="limit")
-        qs = qs[:limit]
-    return qs
+    return spread_slice(qs, limit, salt=SAMPLING_VERSION)
 
 
 def _existing(path: Path, protocol: dict[str, Any]) -> set[str]:

@@ -57,9 +57,10 @@ import hashlib
 import logging
 import re
 from collections import Counter
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -310,21 +311,32 @@ def _variants_of(query: Query, variants: tuple[str, ...]) -> tuple[list[str], in
     return todo, missing
 
 
-def spread_slice(rows: list[ScoredRecord], limit: int, *, salt: str) -> list[ScoredRecord]:
-    """Keep the first ``limit`` rows with whole facts in ``sha256(salt + ":" + fact_id)`` order.
+class _HasFact(Protocol):
+    fact_id: str
 
-    A fact's rows keep their file order, so a fact is cut at most once (at the end).
+
+#: any row with a ``fact_id``
+_R = TypeVar("_R", bound=_HasFact)
+
+
+def spread_slice(rows: Sequence[_R], limit: int | None, *, salt: str) -> list[_R]:
+    """Order ``rows`` by whole facts in ``sha256(salt + ":" + fact_id)`` order; keep ``limit``.
+
+    A fact's rows keep their given order, so a fact is cut at most once (at the end), and a
+    slice spreads over relations and facts instead of being the head of the file. Any rows
+    with a ``fact_id`` (scored records for ``elicit --limit``, queries for ``sample
+    --limit``); ``limit`` None keeps them all.
 
     Raises:
         FksInputError: a negative ``limit``.
     """
-    if limit < 0:
+    if limit is not None and limit < 0:
         raise FksInputError(f"must be >= 0; found {limit}", field="limit")
     rank = {f: hashlib.sha256(f"{salt}:{f}".encode()).hexdigest()
             for f in {r.fact_id for r in rows}}
     ordered = [r for _, r in sorted(enumerate(rows),
                                     key=lambda ir: (rank[ir[1].fact_id], ir[0]))]
-    return ordered[:limit]
+    return ordered if limit is None else ordered[:limit]
 
 
 @locks_run_dir("run_dir")
