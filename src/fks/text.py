@@ -92,15 +92,13 @@ def contains_any(text: str, aliases: Iterable[str]) -> str | None:
 def strip_mentions(text: str, mentions: Iterable[str]) -> str:
     """Normalise ``text`` and blank out every occurrence of each mention (longest first).
 
+    :func:`mask_mentions` with nothing protected.
+
     Used by the D1 guard: a context query leaks the gold only if the gold still appears
     after the subject's own mentions are removed (``Airbus A320`` legitimately contains
     ``Airbus``).
     """
-    t = normalize(text)
-    # longest first, ties broken by text, so the result never depends on set/hash order
-    for m in sorted({normalize(x) for x in mentions if x.strip()}, key=lambda m: (-len(m), m)):
-        t = _alias_pattern(m).sub(" ", t)
-    return _WS.sub(" ", t).strip()
+    return mask_mentions(normalize(text), {normalize(x) for x in mentions if x.strip()})[0]
 
 
 def mask_mentions(text: str, names: Iterable[str],
