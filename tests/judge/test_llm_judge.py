@@ -202,7 +202,7 @@ def test_failures_are_counted_by_kind_and_a_timeout_is_not_retried(tiny_run,
     assert all(r["correctness"] == "REVIEW_REQUIRED" for r in judged)
 
 
-def test_an_instruct_judge_gets_its_chat_template(tmp_path):
+def test_an_instruct_judge_gets_its_chat_template(tiny_run, tiny_benchmark_dir):
     from fks.judge import chat_formatter
     from tiny_model import build_tiny_tokenizer
 
@@ -212,10 +212,18 @@ def test_an_instruct_judge_gets_its_chat_template(tmp_path):
                          "{% if add_generation_prompt %}<|assistant|>{% endif %}")
     fmt = chat_formatter(tok)
     assert fmt is not None and fmt("Cluster these.") == "<|user|>Cluster these.<|assistant|>"
-    backend = FakeBackend(lambda p, c: honest(p.removeprefix("<|user|>")))
+    backend = FakeBackend(lambda p, c: honest(p))
     judge = LLMJudge(backend, name="j", prompt_format=fmt, prompt_format_name="chat_template")
     assert judge.describe()["prompt_format"] == "chat_template"
-    assert LLMJudge(backend, name="j").describe()["prompt_format"] == "raw"
+    info = judge_run(tiny_run, tiny_benchmark_dir, judge)
+    # every prompt the backend saw is one user turn of the template, and still judged
+    assert backend.prompts and all(p.startswith("<|user|>You cluster")
+                                   and p.endswith("<|assistant|>") for p in backend.prompts)
+    assert info["counts"]["invalid_output_groups"] == 0
+    raw = FakeBackend(lambda p, c: honest(p))
+    judge_run(tiny_run, tiny_benchmark_dir, LLMJudge(raw, name="j"))
+    assert LLMJudge(raw, name="j").describe()["prompt_format"] == "raw"
+    assert all(p.startswith("You cluster") for p in raw.prompts)
 
 
 def test_a_retry_can_recover(tiny_run, tiny_benchmark_dir):

@@ -238,4 +238,7 @@ def test_elicit_command_checks_its_inputs_before_loading_a_model(tmp_path, capsy
     assert fks("calibrate", "elicit", run, "--model-path", "m", "--benchmark",
                tiny_benchmark_dir, "--backend", "magic") == 2
     assert "unknown backend" in capsys.readouterr().err
+    assert fks("calibrate", "elicit", run, "--model-path", "m", "--benchmark",
+               tiny_benchmark_dir, "--limit", "-1") == 2
+    assert "field 'limit'" in capsys.readouterr().err
     assert not (run / "verbalized.jsonl").exists()
