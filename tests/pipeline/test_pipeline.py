@@ -96,7 +96,12 @@ def test_every_stage_runs_and_records_checksums(setup, first_run):
         families.setdefault(q.fact_id, set()).add(q.condition_family)
     complete = sum(main <= fams for fams in families.values())
     assert head["mode"] == "complete_family" and head["n_facts"] == complete
-    assert {"anchor_accuracy", "iss"} <= set(head["figures"])
+    # the tiny run has fewer main queries than whitened dimensions: its whitened ISS is the
+    # design's and is withheld (issue 27); the unwhitened ISS keeps its interval
+    summary = json.loads((run_dir / "metrics" / "iss_model_summary.json").read_text())
+    assert summary["iss"] is None and "design-determined" in summary["iss_undefined_reason"]
+    assert {"anchor_accuracy", "iss_unwhitened"} <= set(head["figures"])
+    assert "iss" not in head["figures"]
     # BCS is a headline figure exactly when some fact has scorable answers (spec §6.3): the
     # tiny random model writes gibberish, which the judge reads as UNPARSEABLE
     beh = read_json(run_dir / "metrics" / "behavioral_model_summary.json")

@@ -74,6 +74,9 @@ class WhiteningConfig(_Strict):
     pca_max_dim: int = Field(512, ge=1)
     shrinkage_lambda: float = Field(0.1, ge=0.0, le=1.0)
     seed: int = 20260101
+    #: fit on ``RUN/reference/`` (the parent benchmark's main queries) when a run has one
+    #: (:mod:`fks.metrics.internal.reference`); false: on the run's own main queries
+    reference: bool = True
 
 
 class BootstrapConfig(_Strict):

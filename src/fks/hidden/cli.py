@@ -147,6 +147,11 @@ def extract_cmd(
         "of every stage); writes RUN/shards/shard_i_of_n/hidden/ (join with `fks merge`).")
     ] = None,
     device_map: DeviceMap = None,
+    reference_benchmark: Annotated[str | None, typer.Option(
+        help="The full benchmark this run's benchmark was sliced from: also store its "
+        "main-forward queries (window layers) in RUN/reference/hidden/, the reference pool "
+        "on which `fks metrics` fits the ISS/KTS whitening (so a slice's ISS does not depend "
+        "on its size). `fks run --limit` does this itself.")] = None,
 ) -> None:
     """Store query-end hidden states of every main-forward query (resumable)."""
     from fks.configs import current as get_configs
@@ -171,6 +176,22 @@ def extract_cmd(
         max_prompt_len=configs.models.generation.max_prompt_len, overwrite=overwrite,
         model_info=backend.describe(), shard=shard_t,
     )
+    if reference_benchmark is not None:
+        from fks.hidden.store import REFERENCE_DIR
+
+        parent = load_benchmark(reference_benchmark)
+        own = {q.query_id for q in bench.queries if q.use_for_main_forward}
+        missing = own - {q.query_id for q in parent.queries if q.use_for_main_forward}
+        if missing:
+            raise FksInputError(f"{min(missing)} (a main query of --benchmark) is not in the "
+                                "reference benchmark", path=parent.files.queries,
+                                field="query_id")
+        extract_hidden(
+            Path(run) / REFERENCE_DIR, parent, backend.model, backend.tokenizer,
+            model_name=name,
+            layers=parse_layers("window", n_layers, configs.metrics.layer_window_min_frac),
+            batch_size=batch_size, max_prompt_len=configs.models.generation.max_prompt_len,
+            overwrite=overwrite, model_info=backend.describe(), duplicate_sample=0)
 
 
 def jlens_cmd(

@@ -44,6 +44,7 @@ from fks.io import (
 
 __all__ = [
     "HIDDEN_DIR",
+    "REFERENCE_DIR",
     "STORE_DTYPE",
     "POSITION",
     "LAYER_DEFINITION",
@@ -57,6 +58,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 HIDDEN_DIR = "hidden"
+#: ``RUN/reference/``: a run-like folder whose ``hidden/`` holds the reference pool's states
+#: (the parent benchmark's main queries; fks.metrics.internal.reference)
+REFERENCE_DIR = "reference"
 STORE_DTYPE = np.float16
 POSITION = "query_end"
 #: What "layer l" means, written into meta.json (ARCHITECTURE "Pitfalls").

@@ -72,11 +72,11 @@ class AliasJudge:
         raw = []
         for item in group.items:
             key = (item.raw_response, item.query or group.question, item.generation_ok,
-                   group.mentions, id(group.lexicon), id(group.gazetteer), numeric)
+                   group.mentions, id(group.lexicon), id(group.gazetteer), numeric, group.slot)
             got = self._memo.get(key)
             if got is None:
                 got = assign_alias(item, group.lexicon, group.mentions, group.gazetteer,
-                                   numeric=numeric, question=group.question)
+                                   numeric=numeric, question=group.question, slot=group.slot)
                 if len(self._memo) < 500_000:
                     self._memo[key] = got
             raw.append(got)
@@ -91,7 +91,7 @@ class AliasJudge:
 
 def assign_alias(item: AnswerItem, lexicon: EntityLexicon, mentions: tuple[str, ...] = (),
                  gazetteer: EntityLexicon | None = None, *, numeric: bool = False,
-                 question: str = "") -> Assignment:
+                 question: str = "", slot: frozenset[str] = frozenset()) -> Assignment:
     """Assign one answer to a cluster: step one of the alias judge (module docstring).
 
     ``mentions`` are the aliases of the entity the question itself names; ``question`` is
@@ -100,7 +100,7 @@ def assign_alias(item: AnswerItem, lexicon: EntityLexicon, mentions: tuple[str, 
     if not item.generation_ok:
         return Assignment(UNPARSEABLE, None, "UNPARSEABLE", 1.0)
     r = read_answer(item.raw_response, query=item.query or question, mentions=mentions,
-                    lexicon=lexicon, gazetteer=gazetteer, numeric=numeric)
+                    lexicon=lexicon, gazetteer=gazetteer, numeric=numeric, slot=slot)
     if r.kind != "ANSWER" or r.key is None:
         return Assignment(r.kind if r.kind != "ANSWER" else UNPARSEABLE, None,
                           r.kind if r.kind != "ANSWER" else "UNPARSEABLE", 1.0)

@@ -134,6 +134,9 @@ class EntityLexicon:
         for key, (canonical, aliases) in entities.items():
             self._canonical[key] = canonical
             norm = [normalize(a) for a in dict.fromkeys([canonical, *aliases])]
+            # an abbreviation's final period ("Apple Inc.") is also written without it, as a
+            # line that a cue-stripper has cut ("Apple Inc") or at a sentence end
+            norm += [a[:-1].rstrip() for a in norm if a.endswith(".") and len(a) > 2]
             self._aliases[key] = tuple(a for a in dict.fromkeys(norm) if a)
             for a in self._aliases[key]:
                 keys_by_alias[a].add(key)

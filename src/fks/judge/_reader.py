@@ -34,6 +34,10 @@ Rules (J1-J10; every rule is general: none is keyed to an entity, fact or answer
   the subject's entity (gazetteer), and step two marks it ``INCORRECT`` -- never correct for
   containing the gold in its surface. So a copy-flagged fact is correct only when the answer
   names the object itself (``Apple``). It counts as "in the query" for J10.
+* **J5b Pronouns.** A sentence opening with a personal pronoun (``He was born in ...``,
+  ``It is not X, it is Y``; six languages, :func:`fks.score.extract.opens_with_pronoun`)
+  speaks of the subject, as a sentence naming it does (J6's "about something else" test and
+  J11's subject position).
 * **J6 Entities inside a sentence.** Each sentence (split at ``.``/``!``/``。`` before a space
   or the end) is resolved against the relation's lexicon (longest alias wins); when that finds
   nothing, against the gazetteer. One entity is an answer ``ENTITY_<Qid>``
@@ -54,6 +58,29 @@ Rules (J1-J10; every rule is general: none is keyed to an entity, fact or answer
   that rest up to its first comma, semicolon, parenthesis or dash aside.
 * **J9 Abstention.** A sentence naming no entity and holding an abstention phrase (the
   scorer's R8 list) makes the continuation ``ABSTAIN``, when it comes before any answer.
+* **J11 The asked slot** (issue 26; tried first on every sentence naming the subject). fks
+  built every query from a template, so it knows the words of the relation's predicate (the
+  *slot words*: the words of the relation's query templates in all six languages, from the
+  benchmark, names excluded; :func:`fks.judge.slot_words`). A sentence ``[predicate] SUBJECT
+  predicate FILLER`` -- the subject (or an anaphor of it), with nothing but slot words and
+  function words before it and between it and the filler, at least one of them a content
+  word -- restates the query's predicate with the slot filled: the filler is the answer,
+  *whatever its type* (step two judges the type): its first named entity (``Burger King was
+  founded in Miami`` -> Miami; ``<subject> is located in Italy``
+  -> Italy, also when Italy is a context query's distractor); else a year or date at its start
+  (``The band was founded in 1949`` -> 1949; a full date keys on its year); else a short name
+  (J8's limits); the subject itself as filler is J5's subject answer (``<subject> is located in
+  the <subject>``). A filler opening with an indefinite article describes (``a Russian-born
+  actor`` asked for a language) and asserts nothing. A sentence whose words between subject
+  and filler are not the predicate's (``X County is in the western part of Oklahoma``) is left
+  to J5-J9. A named entity in the filler wins over a year before it (``founded in 1961 in
+  the United States``: the year is an adjunct). A multi-word string answer (J8, J11) must
+  capitalise every content word: ``the North of the country`` or a lower-case phrase in
+  another script describes, it names nothing.
+* **J12 A date in an open blank.** When the query leaves its slot open (a cloze without final
+  punctuation, or a ``____`` blank) and the continuation's first line is only a year, a decade,
+  a date or a timestamp (``1970``, ``2018-01-22 12:22:12``), it is an answer of the wrong type,
+  keyed on its year (the guide's four-digit-year rule).
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
@@ -80,6 +107,7 @@ from fks.score.extract import (
     clear_line_cache,
     has_content,
     is_placeholder,
+    opens_with_pronoun,
     strip_line,
 )
 from fks.score.match import phrase_pattern
@@ -204,8 +232,10 @@ class _Context:
     """Everything fixed for one query: its words, the subject aliases, the lexicons."""
 
     def __init__(self, query: str, mentions: tuple[str, ...], lexicon: EntityLexicon,
-                 gazetteer: EntityLexicon | None, numeric: bool) -> None:
+                 gazetteer: EntityLexicon | None, numeric: bool,
+                 slot: frozenset[str] = frozenset()) -> None:
         self.query_norm, self.query_words = _query_parts(query)
+        self.slot = slot
         self.mentions = mentions
         self._heads, self._name_words, self._mention_aliases = _mention_parts(mentions)
         self.lexicon = lexicon
@@ -221,6 +251,12 @@ class _Context:
                 if _contains(self.query_norm, alias):
                     return True
         return False
+
+    def names_other(self, text: str, sentence: str) -> bool:
+        """J6: ``text`` (normalised) names a known entity, written as a name in ``sentence``."""
+        return any(_named_in(sentence, alias, lex)
+                   for lex in (self.lexicon, self.gazetteer) if lex is not None
+                   for _, _, alias in lex.find_all(text, normalized=True))
 
     def in_query(self, lex: EntityLexicon, key: str) -> bool:
         return any(_contains(self.query_norm, a) for a in lex.aliases(key))
@@ -370,6 +406,25 @@ def _looks_named(head: str, sentence: str) -> bool:
     return any(w[:1].isupper() and normalize(w) in wanted for w in _WORD.findall(sentence))
 
 
+def _all_capitalised(head: str, sentence: str) -> bool:
+    """J8/J11: every content word of ``head`` is written with a capital in ``sentence``.
+
+    A multi-word name capitalises its words (``Rio de Janeiro``, ``United States``); a phrase
+    with a lower-case content word or a number is a description (``the north of the
+    country``, ``McDonald's in 1994``), not a name. Caseless scripts pass.
+    """
+    if has_cjk(head) or sentence.lower() == sentence or sentence.upper() == sentence:
+        return True
+    written = {normalize(w): w for w in _WORD.findall(sentence)}
+    for w in _tokens(normalize(head)):
+        if w in _FUNCTION or w in _ARTICLES:
+            continue
+        orig = written.get(w)
+        if orig is None or not orig[:1].isupper():
+            return False
+    return True
+
+
 def _qid_order(key: str) -> tuple[int, str]:
     digits = key.rsplit("_Q", 1)[-1]
     return (int(digits), key) if digits.isdigit() else (1 << 62, key)
@@ -412,11 +467,16 @@ def subject_key(text: str, mentions: tuple[str, ...], lexicon: EntityLexicon,
     alias), else ``SEMANTIC_<the longest subject alias in the text>``.
     """
     norm = normalize(text)
+    names = {normalize(m) for m in mentions if m.strip()}
     for lex in (lexicon, gazetteer):
         if lex is None:
             continue
         res = lex.resolve(norm)
-        if res.kind == "entity" and res.key is not None:
+        # the subject's own entity only: an entity named *inside* the subject's name (Boeing
+        # in "Boeing 747-8 Freighter", the gold itself for a copy-flagged fact) is not the
+        # subject, and an answer repeating the subject is never that entity (issue 26)
+        if res.kind == "entity" and res.key is not None and (
+                not names or names & set(lex.aliases(res.key))):
             return res.key, lex.canonical(res.key), lex.alias_in(norm, res.key) or clean(text)
     named = [m for m in mentions if m.strip() and _contains(norm, normalize(m))]
     name = max(named, key=lambda m: len(normalize(m))) if named else clean(text)
@@ -428,6 +488,113 @@ def _entity(lex: EntityLexicon, key: str, stripped: str, sentence: str, rule: st
     return Reading("ANSWER", span, key, lex.canonical(key), 1.0, rule)
 
 
+#: J12: a line that is only a year (or decade), a date or a timestamp
+_DATE_LINE = re.compile(r"^\s*((?:1[0-9]|20)\d{2})"
+                        r"(?:s|年|-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?\S*)?)?\s*\.?\s*$")
+_YEAR = re.compile(r"^\W*(?:in|en|im|в|于|在)?\s*(\d{4})(?:s|er|年|-\d{2}(?:-\d{2})?)?(?!\d)")
+
+
+def _subject_spans(norm: str, ctx: _Context) -> list[tuple[int, int]]:
+    """J11: the non-overlapping spans of the subject's names (and anaphors) in ``norm``."""
+    found: list[tuple[int, int]] = []
+    for alias in ctx._mention_aliases:  # longest first
+        for m in _name_pattern(alias).finditer(norm):
+            if all(m.end() <= a or m.start() >= b for a, b in found):
+                found.append(m.span())
+    pronoun = re.match(r"\W*\w+", norm) if opens_with_pronoun(norm) else None
+    if pronoun and all(pronoun.end() <= a for a, _ in found):
+        found.append((pronoun.end() - len(pronoun.group().lstrip()), pronoun.end()))
+    if ctx._heads and any(h in norm for h in ctx._heads):
+        for m in _anaphor_pattern(ctx._heads).finditer(norm):
+            if all(m.end() <= a or m.start() >= b for a, b in found):
+                found.append(m.span())
+    return sorted(found)
+
+
+def _first_named(text: str, sentence: str, lex: EntityLexicon | None
+                 ) -> tuple[int, str, EntityLexicon] | None:
+    """J11: ``(position, key, lexicon)`` of the first entity ``text`` names as a name."""
+    if lex is None:
+        return None
+    for a, _, alias in sorted(lex.find_all(text, normalized=True),
+                              key=lambda m: (m[0], m[0] - m[1])):
+        keys = lex.keys_of(alias)
+        if keys and _named_in(sentence, alias, lex):
+            return a, min(keys, key=_qid_order), lex
+    return None
+
+
+def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
+    """J11: the filler of the asked slot when the sentence restates the query's predicate."""
+    if not ctx.slot:
+        return None
+    norm = normalize(sentence)
+    spans = _subject_spans(norm, ctx)
+    if not spans:
+        return None
+    a, b = spans[0]
+    before = _tokens(norm[:a])
+    if not all(w in ctx.slot or w in _FUNCTION or w in ctx.query_words for w in before):
+        return None
+    # a predicate word: a slot word that is more than a copula, article or preposition
+    # ("located", "founded", "capital", "née"; CJK characters count)
+    def pred(w: str) -> bool:
+        return w in ctx.slot and (len(w) >= 4 or has_cjk(w))
+
+    predicate = [w for w in before if pred(w)]
+    # walk the predicate after the subject: slot words and function words (not a name)
+    rest = norm[b:]
+    pos = 0
+    ms = list(_WORD.finditer(rest))
+    for i, m in enumerate(ms):
+        w = m.group()
+        if has_cjk(w) or not (w in ctx.slot or w in _FUNCTION):
+            break
+        if w in _INDEFINITE:
+            nxt = ms[i + 1].group() if i + 1 < len(ms) else ""
+            if nxt not in ctx.slot or nxt in _FUNCTION:
+                return None  # "is a country in ..." describes; "is a citizen of" is the slot
+        if pred(w):
+            predicate.append(w)
+        pos = m.end()
+    else:
+        pos = len(rest)
+    if not predicate:
+        return None
+    filler = rest[pos:].strip(" ,:;")
+    cut = re.search(r"[.;!?。]\s|[.;!?。]$", filler)
+    filler = filler[:cut.start()] if cut else filler
+    if not has_content(filler):
+        return None
+    masked, n_again = ctx.mask_subject(filler)
+    if n_again and all(w in _ARTICLES or w in _FUNCTION for w in _tokens(masked)):
+        return _subject_answer(sentence, ctx)  # J5: the subject fills its own slot
+    first = [f for f in (_first_named(filler, sentence, ctx.lexicon),
+                         _first_named(filler, sentence, ctx.gazetteer)) if f is not None]
+    year = _YEAR.match(filler)
+    if first:  # a named entity fills the slot even after a year adjunct ("in 1961 in X")
+        _, key, lex = min(first, key=lambda f: f[0])
+        return _entity(lex, key, filler, sentence, "J11")
+    if year is not None:
+        # "founded in 1961 in the United States": a name after the year adjunct fills the slot
+        after = re.match(r"\W*(?:in|at|en|à|au|im|in der|в)\s+(?:the\s+|la\s+|le\s+|l')?(.+)$",
+                         filler[year.end():])
+        name = _ASIDE.split(after.group(1), maxsplit=1)[0].strip() if after else ""
+        if name and len(_tokens(name)) <= STRING_MAX_WORDS and _all_capitalised(name, sentence):
+            return Reading("ANSWER", name, f"SEMANTIC_{semantic_key(name)}", name, 0.5, "J11")
+        y = year.group(1)
+        return Reading("ANSWER", y, f"SEMANTIC_{y}", y, 0.5, "J11")
+    words = _tokens(filler)
+    if not words or words[0] in _INDEFINITE or len(words) > STRING_MAX_WORDS:
+        return None
+    head = _ASIDE.split(filler, maxsplit=1)[0].strip()
+    key = semantic_key(head)
+    if len(key) < 3 or not _looks_named(head, sentence) or is_placeholder(key, ctx.numeric) \
+            or ctx.is_fragment(_tokens(key)) or not _all_capitalised(head, sentence):
+        return None
+    return Reading("ANSWER", head, f"SEMANTIC_{key}", head, 0.5, "J11")
+
+
 def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
                    ) -> Reading | None:
     """J5-J9 on one sentence: a reading, or None (nothing asserted here).
@@ -435,8 +602,11 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
     ``bare``: the sentence is a whole short line (at most four words), an answer on its own;
     ``completes``: it continues the prompt's own unfinished sentence (first line, same line).
     """
+    slot = _read_slot(sentence, ctx)
+    if slot is not None:
+        return slot
     stripped, n_subject = ctx.mask_subject(normalize(sentence))
-    n_subject += ctx.anaphors(stripped)
+    n_subject += ctx.anaphors(stripped) + opens_with_pronoun(stripped)
     words = _tokens(stripped)
     if not [w for w in words if w not in _FUNCTION]:
         # J5: only the subject (and articles) named; "Arisaka, who was from" echoes the prompt
@@ -453,8 +623,17 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
         """
         if n_subject or completes:
             return False
-        rest = [w for w in _tokens(stripped.replace(span, " ")) if w not in _FUNCTION]
-        return bool(rest) and (long_sentence or ctx.in_query(lex, key))
+        rest_text = stripped.replace(span, " ")
+        rest = [w for w in _tokens(rest_text) if w not in _FUNCTION]
+        if not rest:
+            return False
+        if ctx.in_query(lex, key):
+            return True
+        # a long sentence is about something else when it names another entity or restates
+        # a predicate about it ("The capital of the United Arab Emirates is"), not when it
+        # only qualifies the answer ("In the north of Pakistan")
+        return long_sentence and (ctx.names_other(rest_text, sentence)
+                                  or any(w in ctx.query_words or w in ctx.slot for w in rest))
 
     content = [w for w in words if w not in _FUNCTION]
     if not n_subject and len(content) <= STRING_MAX_WORDS and ctx.from_subject_name(words):
@@ -513,6 +692,9 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
         return None  # J8: a string answer is a bare line or completes a sentence about ours
     if not _looks_named(head, sentence):
         return None  # J8: "the country" is no name
+    if len([w for w in _tokens(head) if w not in _FUNCTION]) >= 2 and \
+            not _all_capitalised(head, sentence):
+        return None  # J8: "North of the country", "рассвязь на этих элемент" describe
     key = semantic_key(head)
     if len(key) < 3 or not has_content(key) or key[:1].isdigit() and not ctx.numeric:
         return None  # J8: "FC" alone is a fragment
@@ -550,7 +732,8 @@ def _read_conflict(stripped: str, sentence: str, lex: EntityLexicon) -> Reading 
 
 
 def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: EntityLexicon,
-                gazetteer: EntityLexicon | None = None, numeric: bool = False) -> Reading:
+                gazetteer: EntityLexicon | None = None, numeric: bool = False,
+                slot: frozenset[str] = frozenset()) -> Reading:
     r"""Read one continuation (rules J1-J10 of the module docstring).
 
     >>> lex = EntityLexicon({"ENTITY_Q5838": ("Kabul", ["Kabul", "喀布尔"])})
@@ -563,7 +746,15 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
     """
     if not raw.strip():
         return Reading("UNPARSEABLE", rule="J1")
-    ctx = _Context(query, mentions, lexicon, gazetteer, numeric)
+    ctx = _Context(query, mentions, lexicon, gazetteer, numeric, slot)
+    if not numeric and ("____" in query or not query.rstrip().endswith(_CLOSED)):
+        # J12: a year, date or timestamp filling an open blank ("was created in" -> "1970",
+        # "2018-01-22 12:22:12") is an answer of the wrong type, keyed on its year
+        head = next((ln for ln in raw.splitlines() if ln.strip()), "")
+        m = _DATE_LINE.match(strip_line(head) or "")
+        if m:
+            return Reading("ANSWER", m.group(1), f"SEMANTIC_{m.group(1)}", m.group(1), 0.5,
+                           "J12")
     lines, letters = answer_lines(raw, numeric=numeric)
     found: list[Reading] = []
     # the first line continues the prompt's unfinished sentence when it starts on its line

@@ -104,11 +104,54 @@ def _item(rec: ScoredRecord, query: str = "") -> AnswerItem:
     )
 
 
+#: families whose query text is the relation's own template (context queries prepend a
+#: distractor sentence about another subject; its words are not the predicate's)
+_TEMPLATE_FAMILIES = frozenset({"anchor", "paraphrase", "format", "multilingual", "reverse",
+                                "reverse_illposed"})
+
+
+def slot_words(bench: Benchmark) -> dict[tuple[str, str], frozenset[str]]:
+    """Collect the predicate words of each ``(relation, target slot)`` (reader rule J11).
+
+    The words of the relation's template queries with the asked entity's names blanked out:
+    in a cased script only words written in lower case (names are capitalised), and, where
+    the relation has queries of two or more facts, only words used for two or more facts
+    (a name, in any script, belongs to one fact). Built from the benchmark's queries alone.
+    """
+    import re
+
+    from fks.judge._reader import _tokens, normalize
+    from fks.text import mask_mentions
+
+    facts = bench.facts_by_id
+    seen: dict[tuple[str, str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    word = re.compile(r"\w+")
+    for q in bench.queries:
+        if q.condition_family not in _TEMPLATE_FAMILIES or q.fact_id not in facts:
+            continue
+        f = facts[q.fact_id]
+        asked = f.subject if q.target_slot == "object" else f.object
+        names = [normalize(x) for x in (asked.canonical, *asked.aliases) if x.strip()]
+        masked, _ = mask_mentions(normalize(q.query), names)
+        lower = {w for w in word.findall(q.query) if w.lower() == w}
+        for w in _tokens(masked):
+            cased = w.lower() != w.upper()
+            if not cased or w in lower:
+                seen[(q.relation, q.target_slot)][w].add(q.fact_id)
+    out = {}
+    for key, words in seen.items():
+        n_facts = len({fid for fids in words.values() for fid in fids})
+        need = 2 if n_facts >= 2 else 1
+        out[key] = frozenset(w for w, fids in words.items() if len(fids) >= need)
+    return out
+
+
 def build_groups(records: list[ScoredRecord], bench: Benchmark,
                  lexicons: dict[tuple[str, str], EntityLexicon] | None = None) -> _Grouped:
     """Group records for judging and build each group's gold reference (kept apart)."""
     lexicons = lexicons if lexicons is not None else build_lexicons(bench)
     gazetteer = build_gazetteer(bench)
+    slots = slot_words(bench)
     queries = {q.query_id: q for q in bench.queries}
     by_key: dict[tuple[str, str, str, str], list[int]] = defaultdict(list)
     for i, rec in enumerate(records):
@@ -133,7 +176,7 @@ def build_groups(records: list[ScoredRecord], bench: Benchmark,
             lexicon=lexicons[(rel, slot)],
             items=tuple(_item(records[i], queries[records[i].query_id].query) for i in idx),
             mentions=tuple(dict.fromkeys([asked.canonical, *asked.aliases])),
-            gazetteer=gazetteer,
+            gazetteer=gazetteer, slot=slots.get((rel, slot), frozenset()),
         ))
         out.refs.append(Reference(entity_key(ent.entity_id, ent.canonical),
                                   tuple(dict.fromkeys(gold)), fact.answer_type,

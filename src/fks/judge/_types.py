@@ -92,6 +92,8 @@ class AnswerGroup:
             second answer. Not the gold answer of the group.
         gazetteer: every entity known to fks, all relations (the benchmark's and the packaged
             gazetteer's), so a wrong answer outside the relation still gets its entity cluster.
+        slot: the relation's predicate words (J11 of :mod:`fks.judge._reader`; from the
+            benchmark's query templates, never from answers).
     """
 
     key: tuple[str, str, AnalysisGroup]
@@ -103,6 +105,7 @@ class AnswerGroup:
     items: tuple[AnswerItem, ...]
     mentions: tuple[str, ...] = ()
     gazetteer: EntityLexicon | None = None
+    slot: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

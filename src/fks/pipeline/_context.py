@@ -129,6 +129,9 @@ class PipelineContext:
     benchmark: Benchmark
     configs: ConfigSet
     options: PipelineOptions = field(default_factory=PipelineOptions)
+    #: the benchmark ``--limit`` sliced (None: the run is the whole benchmark); its main
+    #: queries are the reference pool of the ISS/KTS fits (fks.metrics.internal.reference)
+    parent: Benchmark | None = None
     _hf: Any = field(default=None, repr=False)
 
     @classmethod
@@ -144,11 +147,15 @@ class PipelineContext:
         run_dir = Path(runs_dir) / check_model_name(model)
         bench = benchmark if isinstance(benchmark, Benchmark) else load_benchmark(benchmark)
         run_dir.mkdir(parents=True, exist_ok=True)
+        parent = None
         if limit is not None:
+            full = bench
             bench = load_benchmark(limit_facts(bench, limit, run_dir / SUBSET_DIR))
             log.info("--limit %d: %d facts, %d queries in %s", limit, len(bench.facts),
                      len(bench.queries), bench.root)
-        return cls(run_dir, model, str(model_path), bench, configs, options or PipelineOptions())
+            parent = full if len(bench.facts) < len(full.facts) else None
+        return cls(run_dir, model, str(model_path), bench, configs, options or PipelineOptions(),
+                   parent=parent)
 
     def generation_backend(self) -> Any:
         """Return the backend ``generate`` uses (the shared HF model for ``hf``)."""

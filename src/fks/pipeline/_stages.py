@@ -146,6 +146,13 @@ def _layers(ctx: PipelineContext, spec: str, model: Any) -> list[int]:
     return parse_layers(spec, n_layers, ctx.configs.metrics.layer_window_min_frac)
 
 
+def _extract_params(ctx: PipelineContext) -> dict[str, Any]:
+    """Return the model's parameters, and the reference pool's benchmark if there is one."""
+    if ctx.parent is None or not ctx.configs.metrics.whitening.reference:
+        return _model_params(ctx)  # unchanged for runs without a pool
+    return {**_model_params(ctx), "reference_benchmark": ctx.parent.checksum()}
+
+
 def _extract(ctx: PipelineContext, reason: str) -> None:
     from fks.hidden.extract import extract_hidden
 
@@ -156,6 +163,19 @@ def _extract(ctx: PipelineContext, reason: str) -> None:
                    overwrite=reason in ("outputs_changed", "params_changed"),
                    model_info=hf.describe(),
                    duplicate_sample=ctx.configs.metrics.sanity.duplicate_sample)
+    if ctx.parent is not None and ctx.configs.metrics.whitening.reference:
+        # the reference pool (fks.metrics.internal.reference): the parent benchmark's main
+        # queries, window layers only, so the ISS/KTS geometry does not depend on --limit
+        from fks.hidden.store import REFERENCE_DIR
+
+        log.info("extracting the reference pool (%d facts of the full benchmark) for the "
+                 "ISS/KTS whitening", len(ctx.parent.facts))
+        extract_hidden(ctx.run_dir / REFERENCE_DIR, ctx.parent, hf.model, hf.tokenizer,
+                       model_name=ctx.model, layers=_layers(ctx, "window", hf.model),
+                       batch_size=ctx.options.batch_size,
+                       max_prompt_len=ctx.configs.models.generation.max_prompt_len,
+                       overwrite=reason in ("outputs_changed", "params_changed"),
+                       model_info=hf.describe(), duplicate_sample=0)
 
 
 def _jlens(ctx: PipelineContext, reason: str) -> None:
@@ -217,8 +237,10 @@ STAGES: tuple[Stage, ...] = (
           ("metrics/behavioral_per_query.jsonl", "metrics/behavioral_per_fact.jsonl",
            "metrics/behavioral_model_summary.json"), inputs=("judge",), params=_metrics_params),
     Stage("extract", "fks.hidden.extract.extract_hidden", _extract,
-          ("hidden/meta.json", "hidden/index.jsonl", "hidden/layer_*.npy"),
-          params=_model_params, hidden=True),
+          ("hidden/meta.json", "hidden/index.jsonl", "hidden/layer_*.npy",
+           "reference/hidden/meta.json", "reference/hidden/index.jsonl",
+           "reference/hidden/layer_*.npy"),
+          params=_extract_params, hidden=True),
     Stage("jlens", "fks.hidden.jlens.run_jlens", _jlens,
           ("jlens/manifest.json", "jlens/layer_*.npy"),
           params=lambda ctx: {**_model_params(ctx), "n": ctx.options.jlens_prompts,

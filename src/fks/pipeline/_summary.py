@@ -65,6 +65,7 @@ def render_sanity(run_dir: str | Path) -> dict[str, Any] | None:
 #: figure key in bootstrap_intervals.json -> display name
 HEADLINE: dict[str, str] = {"anchor_accuracy": "anchor accuracy", "bcs": "BCS", "bes": "BES",
                             "scr": "stable correct", "ur": "unstable", "iss": "ISS",
+                            "iss_unwhitened": "ISS unwhitened",
                             "kts_geo": "KTS-Geo", "kts_id": "KTS-ID", "kts": "KTS"}
 #: headline keys read from the pair-shared coverage mode (D_t & D_t')
 KTS_KEYS = ("kts_geo", "kts_id", "kts")

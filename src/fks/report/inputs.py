@@ -14,7 +14,8 @@ of the headline figures (nan where a stage did not score the fact):
   ``scr``/``swr``/``sar``/``ur``: indicators of the fact's behaviour group at the pre-registered
   ``tau_b`` (0 for every group outside the four, unscorable facts included, so their means are
   the §6 shares over the fixed set);
-* ``iss``, ``iss_peak``, ``iss_late`` (§7.10; raw, never clipped).
+* ``iss``, ``iss_peak``, ``iss_late`` (§7.10; raw, never clipped), ``iss_unwhitened`` (the
+  same states not whitened, issue 27).
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class IssFactRow(_Row):
     iss: float | None = None
     iss_peak: float | None = None
     iss_late: float | None = None
+    iss_unwhitened: float | None = None
     complete_family: bool | None = None
     answer_in_subject_surface: bool | None = None
 
@@ -199,7 +201,7 @@ def _frame(behavior: list[tuple[int, BehaviorFactRow]] | None,
             for g, key in GROUP_METRICS.items():
                 values[key][i] = float(br.behavior_group == g)
         if sr is not None:
-            for key in ("iss", "iss_peak", "iss_late"):
+            for key in ("iss", "iss_peak", "iss_late", "iss_unwhitened"):
                 v = getattr(sr, key)
                 values[key][i] = np.nan if v is None else float(v)
     return FactFrame(ids, relation.astype(str), copy, complete, values, group, modal)

@@ -83,12 +83,14 @@ TABLES_DIR = "tables"
 ISS_HIGH = 0.0
 #: per-fact identification rate threshold of the joint reading
 KTS_HIGH = 0.5
-HEADLINE = ("anchor_accuracy", "bcs", "bes", "scr", "swr", "sar", "ur", "iss", "kts_geo",
+HEADLINE = ("anchor_accuracy", "bcs", "bes", "scr", "swr", "sar", "ur", "iss", "iss_unwhitened",
+            "kts_geo",
             "kts_geo_raw_spearman", "kts_id", "kts")
 _FACT_HEADLINE = tuple(m for m in HEADLINE if m in FACT_METRICS)
 _LABELS = {"anchor_accuracy": "Anchor Acc.", "bcs": "BCS", "bes": "BES",
            "scr": "Stable Correct", "swr": "Stable Wrong", "sar": "Stable Abstention",
            "ur": "Unstable", "iss": "ISS", "iss_peak": "ISS peak", "iss_late": "ISS late",
+           "iss_unwhitened": "ISS unwhitened",
            "kts_geo": "KTS-Geo", "kts_geo_raw_spearman": "KTS-Geo rho", "kts_id": "KTS-ID",
            "kts": "KTS"}
 

@@ -19,6 +19,7 @@ from fks.score.extract import (
     has_content,
     is_placeholder,
     letter_choice,
+    opens_with_pronoun,
     sentence_prefixes,
     strip_line,
 )
@@ -412,7 +413,9 @@ def _score_lines(task: _Task, raw: str, query: str, subject: Sequence[str]) -> S
                 return ScoreResult("incorrect", _subject_name(norm_line, subject))
             continue
         result, named, mentions = _score_segment_mentions(task, masked)
-        about = n_subject > 0 or (continues and i == 0 and line == first)
+        # a sentence opening with a pronoun ("He was born on ...") is about our subject too
+        about = n_subject > 0 or (continues and i == 0 and line == first) or \
+            opens_with_pronoun(norm_line)
         if named and not about and mentions and _elsewhere(masked, mentions, query):
             continue  # R13: a sentence about something else asserts nothing for our subject
         if named or result.label in ("abstain", "ambiguous"):

@@ -10,6 +10,7 @@ from fks.text import has_cjk
 
 __all__ = [
     "FUNCTION_WORDS",
+    "opens_with_pronoun",
     "answer_lines",
     "clear_line_cache",
     "clean",
@@ -179,6 +180,18 @@ _QUESTION_START = re.compile(
 )
 #: function words of the six languages (and the cue nouns): they never make a line more than
 #: an echo of the question
+#: a personal pronoun opening a sentence refers back to the entity the query asks about
+#: ("He was born on 14 March 1879.", "It is not Lyon, it is Paris."; issue 26), six languages
+_PRONOUN_START = re.compile(
+    r"^\W*(?:he|she|it|they|il|elle|ils|elles|er|sie|es|él|ella|ello|ellos|он|она|оно|они|"
+    r"他|她|它|他们)(?!\w)", re.IGNORECASE)
+
+
+def opens_with_pronoun(text: str) -> bool:
+    """Tell whether a (normalised or raw) sentence opens with a personal pronoun."""
+    return bool(_PRONOUN_START.match(text))
+
+
 FUNCTION_WORDS = frozenset(
     """a an the of in on at to for by from with is are was were be been being it its this that
     which what who whom where when how as and or also called named known located

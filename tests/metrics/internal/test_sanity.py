@@ -162,7 +162,7 @@ def test_label_shuffle_refit_fails_when_residualisation_creates_stability(tmp_pa
     # from its fact mean, so any grouping's centroids agree. Refitted on the shuffled labels,
     # the control becomes far more stable than the exchangeable reference -- stability made
     # by the residualisation from the labels
-    import fks.metrics.internal.checks as sanity_mod
+    import fks.metrics.internal.reference as reference_mod
     from fks.metrics.internal import space as _space
 
     def faulty_embed(x, design, J, cfg, eps):
@@ -183,11 +183,11 @@ def test_label_shuffle_refit_fails_when_residualisation_creates_stability(tmp_pa
     def embed(x, design, J, cfg, eps):  # only the refit control gets the faulty step
         import inspect
 
-        caller = inspect.stack()[1].function
+        caller = inspect.stack()[2].function  # [1] is reference.embed_run (no pool here)
         return (faulty_embed if caller == "_label_shuffle" else _space.embed)(
             x, design, J, cfg, eps)
 
-    monkeypatch.setattr(sanity_mod, "embed", embed)
+    monkeypatch.setattr(reference_mod, "embed", embed)
     bench = make_bench(tmp_path, sizes=(30, 30))
     run = make_run(tmp_path, bench, d=D16, signal=0.5, noise=2.0)
     check = _checks(tmp_path, bench, run, **PCA)["checks"]["condition_label_shuffle"]
@@ -265,6 +265,18 @@ def test_relation_negatives_pass_when_only_the_centring_makes_them_look_laxer(tm
     assert check["status"] == "pass"
 
 
+def test_relation_negatives_fail_without_relation_structure(tmp_path):
+    # relation_shift = 0: facts of a relation are no closer than facts of different relations,
+    # so same-relation negatives are not stricter than random ones -> fail (issue 27; the
+    # former "not laxer" rule passed this)
+    bench = make_bench(tmp_path, sizes=(40, 40, 40))
+    run = make_run(tmp_path, bench, d=D16, signal=1.0, relation_shift=0.0)
+    check = _checks(tmp_path, bench, run, **PCA)["checks"]["relation_matched_negatives"]
+    assert check["iss_excess_interval"]["low"] < 0 < check["iss_excess_interval"]["high"]
+    assert check["criteria"]["same_relation_not_laxer"] is True
+    assert check["status"] == "fail"
+
+
 def test_raw_vs_transported_not_applicable_under_full_rank_whitening(tmp_path):
     # full PCA whitening (k = d) is invariant to any invertible J: raw == transported by
     # construction, so the check says why it cannot apply instead of failing the model
@@ -340,10 +352,13 @@ def test_pure_rules():
     refit = check_label_shuffle(_scores(0.5), _scores(0.49), TOL, _ci(0.0),
                                 refit=_scores(0.7), refit_ci=_ci(0.1))
     assert refit["status"] == "fail" and refit["headline"][:2] == ["ISS refit", 0.7]
-    assert check_relation_negatives({"iss": 0.5}, {"iss": 0.45}, TOL, _ci(-0.01))["status"] \
+    # §18.4 asks for stricter same-relation negatives: the whole interval below 0
+    assert check_relation_negatives({"iss": 0.4}, {"iss": 0.5}, TOL, _ci(-0.2))["status"] \
         == "pass"
+    assert check_relation_negatives({"iss": 0.5}, {"iss": 0.5}, TOL, _ci(-0.05))["status"] \
+        == "fail"  # no relation structure: the interval straddles 0
     assert check_relation_negatives({"iss": 0.5}, {"iss": 0.45}, TOL, _ci(0.02))["status"] \
-        == "fail"
+        == "fail"  # laxer
     fresh = {"raw_cosines": np.ones(5), "processed_cosines": np.ones(5),
              "processed_gap_allowed": np.full(5, 1e-3), "nearest_other_cosines": np.zeros(5),
              "path_cosines": np.ones(5), "path_gap_allowed": np.full(5, 1e-9),

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fks.metrics.internal.negatives import random_negatives
+from fks.metrics.internal.reference import embed_run
 from fks.metrics.internal.sanity import (
     PROPAGATION_DRAWS,
     SanityTolerances,
@@ -40,7 +41,6 @@ from fks.metrics.internal.space import (
     Design,
     Residualizer,
     Whitening,
-    embed,
     family_centroids,
     residual_rank,
 )
@@ -305,6 +305,8 @@ def transport_ablation_reason(ctx: Context) -> str | None:
                 f"{m.whitening.pca_max_dim}) is invariant to any invertible transport, so "
                 "raw and J-transported ISS are equal by construction; the check needs "
                 "d > pca_max_dim or whitening.method: shrinkage")
+    if ctx.reference is not None:  # the whitening is fitted on the pool's rows
+        design = ctx.reference.design
     rank = residual_rank(design.relation, design.family, len(design.relations),
                          len(design.all_families))
     if m.whitening.method == "pca" and m.whitening.pca_max_dim >= rank:
@@ -334,7 +336,7 @@ def transport_ablation_layer(ctx: Context, layer: int, main: dict[str, Any]
     J_other = None if ctx.jlens is not None else \
         load_transport(ctx.run_dir, "jlens", [layer], ctx.store.d_model)[layer]
     x = load_layer(ctx.store, layer, ctx.design)
-    q, _, _ = embed(x, ctx.design, J_other, m.whitening, m.eps)
+    q, _, _ = embed_run(ctx.reference, layer, x, ctx.design, J_other, m.whitening, m.eps)
     del x
     other = headline_scores(family_centroids(q, ctx.design, m.eps), ctx.design, ctx.neg, ctx)
     raw, tr = (other, main) if ctx.jlens is not None else (main, other)
@@ -380,7 +382,7 @@ def _label_shuffle(ctx: Context, layer: int, q: np.ndarray, real: dict[str, Any]
     shuffled = headline_scores(family_centroids(q, design, m.eps), design, ctx.neg, ctx)
     x = load_layer(ctx.store, layer, design)
     J = None if ctx.jlens is None else ctx.jlens[layer]
-    q2, _, _ = embed(x, design, J, m.whitening, m.eps)
+    q2, _, _ = embed_run(ctx.reference, layer, x, design, J, m.whitening, m.eps)
     del x
     refit = headline_scores(family_centroids(q2, design, m.eps), design, ctx.neg, ctx)
     rel = ctx.design.fact_relation
@@ -403,7 +405,8 @@ def _relation_negatives(ctx: Context, layer: int, V: np.ndarray, rand_neg: Negat
     flat = design.with_relation(np.zeros_like(design.relation))
     x = load_layer(ctx.store, layer, flat)
     J = None if ctx.jlens is None else ctx.jlens[layer]
-    q, _, _ = embed(x, flat, J, m.whitening, m.eps)
+    q, _, _ = embed_run(ctx.reference, layer, x, flat, J, m.whitening, m.eps,
+                        flat_relations=True)
     del x
     U = family_centroids(q, flat, m.eps)
     same = headline_scores(U, design, ctx.neg, ctx, with_kts=False)

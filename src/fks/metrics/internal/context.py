@@ -115,6 +115,9 @@ class LayerScores:
     kts: dict[tuple[int, bytes], dict[str, dict[str, Any]]]
     whitening: dict[str, Any]
     seconds: dict[str, float]
+    #: headline scores of the unwhitened space (:func:`fks.metrics.internal.checks.
+    #: headline_scores`), None when not computed
+    unwhitened: dict[str, Any] | None = None
 
 
 def mask_key(mask: np.ndarray) -> bytes:
@@ -144,3 +147,5 @@ class Context:
     rep_layer: int
     configs: ConfigSet
     groups: np.ndarray | None
+    #: the reference pool (:class:`fks.metrics.internal.reference.Reference`) or None
+    reference: Any = None

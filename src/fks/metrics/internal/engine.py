@@ -63,6 +63,7 @@ from fks.metrics.internal.negatives import (
     load_or_create_negatives,
     negatives_from_lists,
 )
+from fks.metrics.internal.reference import embed_run, load_reference
 from fks.metrics.internal.sanity import SanityTolerances
 from fks.metrics.internal.scores import (
     BlockGrams,
@@ -75,7 +76,6 @@ from fks.metrics.internal.space import (
     Design,
     Whitening,
     centroid_matrix,
-    embed,
     family_centroids,
     pairs_of,
 )
@@ -309,6 +309,8 @@ def _prepare(run_dir: Path, bench: Benchmark, configs: ConfigSet, transport: str
                             "`fks extract --layers window`", path=store.dir / "meta.json",
                             field="layers")
     jl = load_transport(run_dir, transport, window, store.d_model)
+    reference = load_reference(run_dir, store, design, window) if m.whitening.reference \
+        else None
     doc, shared = load_or_create_negatives(
         bench.root, design.fact_ids.tolist(),
         [design.relations[r] for r in design.fact_relation], checksum=bench.checksum(),
@@ -330,7 +332,7 @@ def _prepare(run_dir: Path, bench: Benchmark, configs: ConfigSet, transport: str
         jlens=jl, transport=transport, window=window,
         late=[x for x in window if _depth(x, L) >= LATE_MIN_FRAC - 1e-12],
         rep_layer=representative_layer(window, L, m.layer_window_min_frac),
-        configs=configs, groups=groups,
+        configs=configs, groups=groups, reference=reference,
     )
 
 
@@ -346,9 +348,13 @@ def _process_layer(ctx: Context, layer: int, averaging: Any, tol: SanityToleranc
     J = None if ctx.jlens is None else ctx.jlens[layer]
     x = load_layer(ctx.store, layer, ctx.design)
     clock.lap("load")
-    q, res, wh = embed(x, ctx.design, J, m.whitening, m.eps)
-    del x
+    q, res, wh = embed_run(ctx.reference, layer, x, ctx.design, J, m.whitening, m.eps)
     clock.lap("transport_residualise_whiten")
+    # the same residualised states, transported and normalised but not whitened (issue 27:
+    # the figure beside the whitened one that no covariance fit can move)
+    unwhitened = _unwhitened_scores(ctx, x, J)
+    del x
+    clock.lap("unwhitened")
     if layer == ctx.rep_layer and wh.design_determined:
         log.warning("layer %d: the residualised states span at most %d dimensions <= "
                     "pca_max_dim = %d, so PCA whitening keeps all of them and the processed "
@@ -377,7 +383,20 @@ def _process_layer(ctx: Context, layer: int, averaging: Any, tol: SanityToleranc
         ablation = transport_ablation_layer(ctx, layer, headline_scores(V, ctx.design,
                                                                         ctx.neg, ctx))
         clock.lap("raw_vs_transported")
-    return LayerScores(layer, iss, kts, _whitening_info(wh), clock.laps), sanity, ablation
+    scores = LayerScores(layer, iss, kts, _whitening_info(wh), clock.laps)
+    scores.unwhitened = unwhitened
+    return scores, sanity, ablation
+
+
+def _unwhitened_scores(ctx: Context, xbar: np.ndarray, J: np.ndarray | None) -> dict[str, Any]:
+    """Headline ISS (per fact) and KTS of residualised states ``xbar``, transported, unwhitened."""
+    from fks.metrics.internal.checks import headline_scores
+
+    m = ctx.configs.metrics
+    z = xbar if J is None else xbar @ np.asarray(J, dtype=xbar.dtype).T
+    z = z / np.maximum(np.sqrt(np.einsum("ij,ij->i", z, z, dtype=np.float64)),
+                       m.eps).astype(z.dtype)[:, None]
+    return headline_scores(family_centroids(z, ctx.design, m.eps), ctx.design, ctx.neg, ctx)
 
 
 class _Clock:

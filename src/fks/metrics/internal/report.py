@@ -12,6 +12,7 @@ same, §11.1); the window mean over layers. Raw ISS is what is averaged; ``iss_c
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,8 @@ __all__ = ["assemble_outputs"]
 
 _KTS_KEYS = ("kts_geo_raw_spearman", "kts_geo", "kts_id", "kts", "kts_id_unclipped", "top1",
              "top5", "mrr", "chance")
+
+log = logging.getLogger(__name__)
 
 
 def _f(x: Any) -> float | None:
@@ -91,15 +94,24 @@ def _iss_block(ctx: Context, st: dict[str, np.ndarray], mask: np.ndarray) -> dic
     }
 
 
-def _fact_rows(ctx: Context, stacks: dict[str, dict[str, np.ndarray]], model: str
+def _fact_rows(ctx: Context, stacks: dict[str, dict[str, np.ndarray]], model: str,
+               unwhitened: np.ndarray | None = None, undefined: str | None = None
                ) -> list[dict[str, Any]]:
-    """``iss_per_fact.jsonl``: §17.2 fields (primary reading) plus coverage and other readings."""
+    """``iss_per_fact.jsonl``: §17.2 fields (primary reading) plus coverage and other readings.
+
+    ``unwhitened``: the per-fact unwhitened ISS (window mean, headline reading);
+    ``undefined``: why the whitened ISS is withheld (design-determined), its fields then null.
+    """
     d, names = ctx.design, list(stacks)
     st = stacks[names[0]]
     complete = next((s.mask for s in ctx.selections if s.reading == names[0]
                      and s.coverage == "complete_family" and s.subset == "all"), None)
 
     def fields(s: dict[str, np.ndarray], i: int) -> dict[str, Any]:
+        if undefined:
+            return {"iss": None, "iss_peak": None, "iss_late": None, "iss_clip": None,
+                    "s_positive": None, "s_background": None, "status": "design_determined",
+                    "n_pairs": int(s["n_pairs"][i])}
         return {"iss": _f(s["iss"][i]), "iss_peak": _f(s["iss_peak"][i]),
                 "iss_late": _f(s["iss_late"][i]), "iss_clip": _f(s["iss_clip"][i]),
                 "s_positive": _f(s["s_positive"][i]), "s_background": _f(s["s_background"][i]),
@@ -108,7 +120,9 @@ def _fact_rows(ctx: Context, stacks: dict[str, dict[str, np.ndarray]], model: st
     rows = []
     for i, fid in enumerate(d.fact_ids.tolist()):
         row = {"model": model, "fact_id": fid, "relation": d.relations[d.fact_relation[i]],
-               **fields(st, i), "layers_used": list(ctx.window), "late_layers": list(ctx.late),
+               **fields(st, i),
+               "iss_unwhitened": None if unwhitened is None else _f(unwhitened[i]),
+               "layers_used": list(ctx.window), "late_layers": list(ctx.late),
                "transport": ctx.transport, "reading": names[0],
                "valid_families": [f for t, f in enumerate(d.families) if d.has[i, t]],
                "complete_family": None if complete is None else bool(complete[i]),
@@ -285,8 +299,40 @@ def _common(ctx: Context, model: str) -> dict[str, Any]:
                       **({"numerical_rank_rule": WHITENING_RULE}
                          if m.whitening.method == "pca" else {})},
         "benchmark": {"path": str(ctx.bench.root), "checksum": ctx.bench.checksum()},
+        "reference_pool": None if ctx.reference is None else ctx.reference.info,
+        "whitening_fitted_on": "reference pool" if ctx.reference is not None else
+        "the run's own main queries",
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
+
+
+UNWHITENED_RULE = ("the same transported, residualised states (fitted as the headline), "
+                   "L2-normalised without whitening; ISS = window mean per fact, then the "
+                   "headline facts' mean; KTS = window mean of the headline pair average")
+
+
+def _unwhitened_summary(ctx: Context, layers: Sequence[LayerScores]) -> dict[str, Any]:
+    """Summarise the unwhitened figures beside the headline (issue 27), ISS with interval."""
+    from fks.metrics.internal.sanity import SanityTolerances, difference_interval
+
+    got = [ls for ls in layers if ls.unwhitened is not None]
+    out: dict[str, Any] = {"iss": None, "iss_interval": None, "iss_per_layer": {}, "per_fact": None,
+                           "kts": None, "kts_id": None, "kts_geo_raw_spearman": None,
+                           "kts_per_layer": {}, "rule": UNWHITENED_RULE}
+    if not got:
+        return out
+    per_fact = np.stack([ls.unwhitened["per_fact_iss"] for ls in got], axis=1).mean(axis=1)
+    out["per_fact"] = per_fact
+    ci = difference_interval(per_fact, ctx.design.fact_relation,
+                             SanityTolerances.from_config(ctx.configs.metrics))
+    out.update(iss=ci["mean"], iss_interval={k: ci[k] for k in ("low", "high", "confidence",
+                                                                   "n_facts", "n_relations")})
+    out["iss_per_layer"] = {str(ls.layer): ls.unwhitened["iss"] for ls in got}
+    out["kts_per_layer"] = {str(ls.layer): ls.unwhitened.get("kts") for ls in got}
+    for key in ("kts", "kts_id", "kts_geo_raw_spearman"):
+        vals = [ls.unwhitened.get(key) for ls in got if ls.unwhitened.get(key) is not None]
+        out[key] = float(np.mean(vals)) if vals else None
+    return out
 
 
 def assemble_outputs(ctx: Context, layers: Sequence[LayerScores], sanity: dict[str, Any],
@@ -305,10 +351,26 @@ def assemble_outputs(ctx: Context, layers: Sequence[LayerScores], sanity: dict[s
     head = ctx.selections[0].name
     kts_head = kts_headline_selection(ctx)
 
+    unwhitened = _unwhitened_summary(ctx, layers)
+    determined = [ls.layer for ls in layers if ls.whitening.get("design_determined")]
+    undefined = None if not determined else (
+        f"design-determined whitening at window layer(s) {determined}: PCA keeps every "
+        "dimension the residualised states span, so the whitened cosines are a function of "
+        "which queries share a fact, relation and family, not of the model (too few main "
+        "queries for min(pca_max_dim, d) components and no reference pool; see "
+        "fks.metrics.internal.reference)")
+    if undefined:
+        log.warning("ISS/KTS headline withheld: %s", undefined)
+    head_iss = {k: iss_blocks[head][k] for k in ("iss", "iss_peak", "iss_late", "iss_clip",
+                                                 "n_facts", "n_defined")}
+    if undefined:
+        head_iss.update(iss=None, iss_peak=None, iss_late=None, iss_clip=None)
     iss_summary = {
         **common,
-        **{k: iss_blocks[head][k] for k in ("iss", "iss_peak", "iss_late", "iss_clip",
-                                            "n_facts", "n_defined")},
+        **head_iss,
+        "iss_undefined_reason": undefined,
+        "unwhitened": {"iss": unwhitened["iss"], "iss_interval": unwhitened["iss_interval"],
+                       "per_layer": unwhitened["iss_per_layer"], "rule": unwhitened["rule"]},
         "negatives": ctx.neg_info,
         "whitening_per_layer": {str(ls.layer): ls.whitening for ls in layers},
         "seconds_per_layer": {str(ls.layer): ls.seconds for ls in layers},
@@ -316,11 +378,18 @@ def assemble_outputs(ctx: Context, layers: Sequence[LayerScores], sanity: dict[s
         "sanity_checks": sanity.get("summary"),
         "seconds": round(seconds, 3),
     }
+    head_kts = {k: kts_blocks[kts_head][k] for k in ("kts_geo", "kts_id", "kts",
+                                                     "kts_geo_raw_spearman", "top1", "top5",
+                                                     "mrr", "n_relations_geo_constant")}
+    if undefined:
+        head_kts.update(kts_geo=None, kts_id=None, kts=None, kts_geo_raw_spearman=None)
     kts_summary = {
         **common,
-        **{k: kts_blocks[kts_head][k] for k in ("kts_geo", "kts_id", "kts",
-                                                "kts_geo_raw_spearman", "top1", "top5", "mrr",
-                                                "n_relations_geo_constant")},
+        **head_kts,
+        "kts_undefined_reason": undefined,
+        "unwhitened": {"kts": unwhitened["kts"], "kts_id": unwhitened["kts_id"],
+                       "kts_geo_raw_spearman": unwhitened["kts_geo_raw_spearman"],
+                       "per_layer": unwhitened["kts_per_layer"], "rule": unwhitened["rule"]},
         "kts_headline": {"selection": kts_head,
                          "fact_sets": COVERAGE_LABELS.get(kts_head.split("/")[1], kts_head)},
         "family_pairs": kts_blocks[kts_head]["family_pairs"],
@@ -332,7 +401,8 @@ def assemble_outputs(ctx: Context, layers: Sequence[LayerScores], sanity: dict[s
     }
     atomic_write_jsonl(out / "iss_per_fact_layer.jsonl", _fact_layer_rows(ctx, stacks, model,
                                                                           layers))
-    atomic_write_jsonl(out / "iss_per_fact.jsonl", _fact_rows(ctx, stacks, model))
+    atomic_write_jsonl(out / "iss_per_fact.jsonl",
+                       _fact_rows(ctx, stacks, model, unwhitened["per_fact"], undefined))
     atomic_write_json(out / "iss_model_summary.json", iss_summary)
     atomic_write_jsonl(out / "kts_per_pair_layer.jsonl", _kts_rows(ctx, layers, model))
     atomic_write_json(out / "kts_model_summary.json", kts_summary)

@@ -297,9 +297,14 @@ class Whitening:
         centroids, ISS and KTS of the fitted rows then say nothing about the model. It happens
         when ``rank(L) <= pca_max_dim``, i.e. when there are too few main queries for the
         spec's ``min(512, d)`` components (SmolLM2-135M on 20 facts: 290 queries, rank 270).
+
+        The test is on the components actually *kept*, not on the design's rank alone
+        (issue 27): states of lower rank than the design span a subspace of ``col(L)`` that
+        depends on the states, and the floor then drops the components they leave empty, so
+        ``k < rank_bound`` and the cosines do say something about the model.
         """
         return (self.method == "pca" and self.rank_bound is not None
-                and self.k_requested >= self.rank_bound)
+                and self.k >= self.rank_bound)
 
 
 def _covariance(xbar: np.ndarray, J: np.ndarray | None) -> np.ndarray:

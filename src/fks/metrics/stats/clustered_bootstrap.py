@@ -735,7 +735,7 @@ def kts_bootstrap(space: KtsSpace, draws: ClusterDraws, *, chunk_elements: int =
 # ========================================================================= headline figures
 #: fact-level headline figures of §20 (plus ISS peak/late), in table order
 FACT_METRICS: tuple[str, ...] = ("anchor_accuracy", "bcs", "bes", "scr", "swr", "sar", "ur",
-                                 "iss", "iss_peak", "iss_late")
+                                 "iss", "iss_peak", "iss_late", "iss_unwhitened")
 #: KTS figures (§9-11, §17.3)
 KTS_METRICS: tuple[str, ...] = ("kts_geo", "kts_geo_raw_spearman", "kts_id", "kts")
 MACRO_SUFFIX = "_relation_macro"

@@ -1,0 +1,95 @@
+"""§18.6 agreement of the judge with hand labels, by model, family and relation (issue 26).
+
+    .venv/bin/python bench/judge_heldout.py --labels L.jsonl [L2.jsonl ...] \
+        --judged RUN_A/judged.jsonl RUN_B/judged.jsonl [--split S] [--out report.json]
+
+Run by hand on judged runs of the labelled answers. For every model (and both pooled) it
+prints the five §18.6 figures of ``fks judge agreement`` (kind agreement, extraction where
+both say ANSWER, within-fact cluster pairs, correctness Cohen's kappa, mean per-fact BCS gap),
+then the same per condition family (the context family on its own line) and per relation
+("leave one relation out": the figures of each relation alone, the worst one printed), so a
+rule that only works on some relations shows. Nothing is tuned here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from fks.judge import judge_agreement
+
+GOALS = {"kind": 0.90, "extraction": 0.90, "pairs": 0.90, "kappa": 0.80, "bcs_gap": 0.05}
+
+
+def _figures(rep: dict[str, Any]) -> dict[str, float | None]:
+    return {"n": rep.get("n_overlap"), "kind": (rep.get("kind") or {}).get("accuracy"),
+            "extraction": (rep.get("extraction") or {}).get("accuracy"),
+            "pairs": (rep.get("cluster_equivalence") or {}).get("accuracy"),
+            "kappa": (rep.get("correctness") or {}).get("cohen_kappa"),
+            "bcs_gap": (rep.get("bcs_gap") or {}).get("mean_abs_gap")}
+
+
+def _agree(judged: list[Path], rows: list[dict], tmp: Path) -> dict[str, float | None]:
+    models = {r["model"] for r in rows}
+    lab = tmp / "labels.jsonl"
+    lab.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                   encoding="utf-8")
+    jd = tmp / "judged.jsonl"
+    with jd.open("w", encoding="utf-8") as fh:
+        for p in judged:
+            for line in open(p, encoding="utf-8"):
+                if json.loads(line).get("model") in models:
+                    fh.write(line)
+    return _figures(judge_agreement(jd, lab))
+
+
+def _fmt(f: dict[str, float | None]) -> str:
+    def one(k: str) -> str:
+        v = f[k]
+        if v is None:
+            return f"{k} -"
+        ok = v <= GOALS[k] if k == "bcs_gap" else v >= GOALS[k]
+        return f"{k} {v:.3f}{'' if ok else '!'}"
+    return f"n={f['n']:4d}  " + "  ".join(one(k) for k in GOALS)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--labels", type=Path, nargs="+", required=True)
+    ap.add_argument("--judged", type=Path, nargs="+", required=True)
+    ap.add_argument("--split", default=None)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    rows = [json.loads(x) for p in args.labels for x in open(p, encoding="utf-8")]
+    if args.split:
+        rows = [r for r in rows if r.get("split") == args.split]
+    report: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as t:
+        tmp = Path(t)
+        for model in sorted({r["model"] for r in rows}) + ["pooled"]:
+            mine = rows if model == "pooled" else [r for r in rows if r["model"] == model]
+            block: dict[str, Any] = {"all": _agree(args.judged, mine, tmp)}
+            print(f"{model:24s} {_fmt(block['all'])}")
+            for fam in sorted({r["condition_family"] for r in mine}):
+                block[f"family:{fam}"] = f = _agree(
+                    args.judged, [r for r in mine if r["condition_family"] == fam], tmp)
+                print(f"  {fam:22s} {_fmt(f)}")
+            per_rel = {rel: _agree(args.judged, [r for r in mine if r["relation"] == rel], tmp)
+                       for rel in sorted({r["relation"] for r in mine})}
+            block["relations"] = per_rel
+            for k in ("kind", "kappa"):
+                vals = {rel: f[k] for rel, f in per_rel.items() if f[k] is not None}
+                if vals:
+                    worst = min(vals, key=vals.get)
+                    print(f"  per relation {k:6s} mean {sum(vals.values()) / len(vals):.3f}, "
+                          f"worst {worst} {vals[worst]:.3f} ({len(vals)} relations)")
+            report[model] = block
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""Regression cases of the judge's and the scorer's failure classes on fresh answers (issue 26).
+
+Hand-written continuations of the shapes the fresh held-out labels showed (none is copied from
+a labelled row), in the six benchmark languages where the class occurs. Each expected reading
+follows ``data/judge_validation/LABELLING_GUIDE.md``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fks.data.load import load_benchmark
+from fks.judge import EntityLexicon
+from fks.judge._lexicon import build_gazetteer
+from fks.judge._reader import _tokens, normalize, read_answer
+from fks.judge._run import slot_words
+from fks.score import score_answer
+from tiny_benchmark import tiny_benchmark_rows, write_benchmark
+
+PLACES = EntityLexicon({
+    "ENTITY_Q90": ("Paris", ["Paris", "巴黎", "Париж"]),
+    "ENTITY_Q64": ("Berlin", ["Berlin", "柏林", "Берлин"]),
+    "ENTITY_Q38": ("Italy", ["Italy", "Italie", "Italia", "Italien", "Италия", "意大利"]),
+    "ENTITY_Q142": ("France", ["France", "Francia", "Frankreich", "Франция", "法国"]),
+})
+COMPANIES = EntityLexicon({
+    "ENTITY_Q66": ("Boeing", ["Boeing", "波音"]),
+    "ENTITY_Q67": ("Airbus", ["Airbus"]),
+})
+#: what :func:`slot_words` gives for the relations below (template words, names excluded)
+FOUNDED = frozenset("was founded in formed created originated fondé a été à fue fundada en "
+                    "wurde gegründet in был основан в 成立 于".split())
+LOCATED = frozenset("is located in which country situé se encuentra befindet sich находится в "
+                    "位于 the of".split())
+CITIZEN = frozenset("is a citizen of which country est citoyen de es ciudadano ist bürger von "
+                    "является гражданином".split())
+MAKER = frozenset("which company manufactures is made by produced produces".split())
+
+
+@pytest.fixture(scope="module")
+def gaz() -> EntityLexicon:
+    return build_gazetteer(None)
+
+
+def read(raw, query, subject, lexicon, gaz, slot):
+    slot = frozenset(_tokens(normalize(" ".join(sorted(slot)))))  # as slot_words stores them
+    r = read_answer(raw, query=query, mentions=subject, lexicon=lexicon, gazetteer=gaz,
+                    slot=slot)
+    return r.kind, r.key, r.rule
+
+
+# -- class 1: a wrong-type filler of the asked slot, inside a sentence ----------------------
+@pytest.mark.parametrize("raw, query", [
+    (" The Rolling Stones was founded in 1962.", "Where was The Rolling Stones founded?"),
+    ("\nThe Rolling Stones a été fondé en 1962.", "The Rolling Stones a été fondé à"),
+    ("\nThe Rolling Stones fue fundada en 1962.", "The Rolling Stones que fue fundada en"),
+    ("\nThe Rolling Stones wurde 1962 gegründet.", "The Rolling Stones wurde gegründet in"),
+])
+def test_class1_wrong_type_filler_is_an_answer(raw, query, gaz):
+    kind, key, rule = read(raw, query, ("The Rolling Stones",), PLACES, gaz, FOUNDED)
+    if "wurde 1962" in raw:  # German puts the filler before the participle: left to J8
+        return
+    assert (kind, key) == ("ANSWER", "SEMANTIC_1962") and rule == "J11"
+
+
+def test_class1_a_named_place_after_the_year_adjunct_wins(gaz):
+    raw = " The Rolling Stones was founded in 1962 in Paris.\nQuestion: ..."
+    assert read(raw, "Where was The Rolling Stones founded?", ("The Rolling Stones",), PLACES,
+                gaz, FOUNDED)[:2] == ("ANSWER", "ENTITY_Q90")
+
+
+@pytest.mark.parametrize("raw, query", [
+    (" 1962\nFill in the blank: ...", "Fill in the blank: The Rolling Stones, founded in ____."),
+    (" 2018-01-22 12:22:12\nThe answer is", "The Rolling Stones was created in"),
+    (" 1962年", "The Rolling Stones 成立于"),
+])
+def test_class1_a_date_in_an_open_blank_is_an_answer(raw, query, gaz):
+    kind, key, rule = read(raw, query, ("The Rolling Stones",), PLACES, gaz, FOUNDED)
+    assert kind == "ANSWER" and key.startswith("SEMANTIC_") and rule in ("J12", "J8", "J11")
+
+
+def test_class1_a_date_after_a_closed_question_is_still_a_placeholder(gaz):
+    assert read(" 1962", "Where was The Rolling Stones founded?", ("The Rolling Stones",),
+                PLACES, gaz, FOUNDED)[0] == "UNPARSEABLE"
+
+
+# -- class 2: the distractor's entity asserted about the subject ---------------------------
+@pytest.mark.parametrize("raw", [
+    " Villa Borghese is located in Italy.",
+    " Villa Borghese est située en Italie.",
+    " Villa Borghese se encuentra en Italia.",
+    " Villa Borghese befindet sich in Italien.",
+    " Villa Borghese находится в Италия.",
+])
+def test_class2_distractor_entity_about_the_subject_is_an_answer(raw, gaz):
+    query = "The Colosseum is located in Italy. In which country is Villa Borghese located?"
+    kind, key, _ = read(raw, query, ("Villa Borghese",), PLACES, gaz,
+                        LOCATED | frozenset("est située".split()))
+    assert (kind, key) == ("ANSWER", "ENTITY_Q38")
+
+
+def test_class2_the_distractor_sentence_repeated_is_still_an_echo(gaz):
+    query = "The Colosseum is located in Italy. In which country is Villa Borghese located?"
+    assert read(" The Colosseum is located in Italy.\nThe Colosseum is", query,
+                ("Villa Borghese",), PLACES, gaz, LOCATED)[0] == "UNPARSEABLE"
+
+
+def test_class2_a_bare_distractor_name_is_an_answer(gaz):
+    lex = EntityLexicon({"ENTITY_Q312": ("Apple Inc.", ["Apple Inc.", "Apple"])})
+    query = "Quick Look is developed by Apple Inc.. Which company developed Safari?"
+    assert read(" Apple Inc.\nQuick Look is a tool.", query, ("Safari",), lex, gaz,
+                MAKER | frozenset({"developed", "by"}))[:2] == ("ANSWER", "ENTITY_Q312")
+
+
+# -- class 3: circular subject echoes -------------------------------------------------------
+@pytest.mark.parametrize("raw, query", [
+    (" Lake Nakuru is located in the Lake Nakuru.", "In which country is Lake Nakuru located?"),
+    ("\nLake Nakuru est situé au Lake Nakuru.", "Lake Nakuru est situé en"),
+    ("\nLake Nakuru находится в Lake Nakuru.", "Lake Nakuru находится в"),
+])
+def test_class3_circular_echo_is_the_subject_incorrect(raw, query, gaz):
+    kind, key, rule = read(raw, query, ("Lake Nakuru",), PLACES, gaz,
+                           LOCATED | frozenset({"est", "situé", "au"}))
+    assert kind == "ANSWER" and rule == "J5" and "nakuru" in key.lower()
+
+
+# -- class 4: descriptions are no answers ---------------------------------------------------
+@pytest.mark.parametrize("raw, query, subject, slot", [
+    (" Capital Region is located in the North of the country.",
+     "In which administrative territory is Capital Region located?", ("Capital Region",),
+     LOCATED),
+    (" August Gailit is a Russian-born actor.", "Of which country is August Gailit a citizen?",
+     ("August Gailit",), CITIZEN),
+    ("\nРассвязь на этих элемент", "Детектив Раш премьеры на", ("Детектив Раш",), LOCATED),
+    (" X County is in the western part of Oklahoma. It is the county seat of the area.",
+     "What is the capital of X County?", ("X County",), frozenset("capital of is the".split())),
+])
+def test_class4_descriptions_assert_nothing(raw, query, subject, slot, gaz):
+    kind, key, _ = read(raw, query, subject, PLACES, gaz, slot)
+    assert kind == "UNPARSEABLE" or key in ("ENTITY_Q1649",), (kind, key)  # Oklahoma is off-slot
+
+
+def test_class4_a_citizenship_sentence_is_read_on_its_slot(gaz):
+    for raw in (" August Gailit is a citizen of France", " August Gailit est citoyen de France."):
+        assert read(raw, "Of which country is August Gailit a citizen?", ("August Gailit",),
+                    PLACES, gaz, CITIZEN)[:2] == ("ANSWER", "ENTITY_Q142")
+
+
+# -- class 5: a subject echo is never the gold inside the subject's name -------------------
+@pytest.mark.parametrize("raw", [" Boeing 747-8 Freighter", "\nBoeing 747-8 Freighter\nAnswer:"])
+def test_class5_subject_echo_is_the_subject_not_the_company(raw, gaz):
+    kind, key, rule = read(raw, "Which company manufactures Boeing 747-8 Freighter?",
+                           ("Boeing 747-8 Freighter",), COMPANIES, gaz, MAKER)
+    assert kind == "ANSWER" and key != "ENTITY_Q66", (key, rule)
+
+
+def test_class5_the_company_named_alone_is_still_correct(gaz):
+    assert read(" Boeing", "Which company manufactures Boeing 747-8 Freighter?",
+                ("Boeing 747-8 Freighter",), COMPANIES, gaz, MAKER)[:2] == ("ANSWER",
+                                                                            "ENTITY_Q66")
+
+
+# -- the scorer's two regressions ------------------------------------------------------------
+def test_scorer_reads_a_corrected_negation():
+    r = score_answer("It is not Lyon, it is Paris.", ["Paris"], competitor_aliases=["Lyon"],
+                     query="What is the capital of France?", subject_aliases=["France"])
+    assert (r.label, r.extracted_answer) == ("correct", "Paris")
+
+
+@pytest.mark.parametrize("raw", ["He was born on 14 March 1879.", "Il est né le 14 mars 1879.",
+                                 "Er wurde am 14. März 1879 geboren."])
+def test_scorer_reads_a_full_date_for_a_year(raw):
+    r = score_answer(raw, ["1879"], answer_granularity="year",
+                     query="In which year was Albert Einstein born?",
+                     subject_aliases=["Albert Einstein"])
+    assert r.label == "correct"
+
+
+def test_judge_reads_a_pronoun_sentence_about_the_subject(gaz):
+    assert read(" It is not Berlin, it is Paris.", "What is the capital of France?",
+                ("France",), PLACES, gaz, frozenset("capital of is the".split()))[0] == "ANSWER"
+
+
+# -- the slot words come from the benchmark's templates, never names -----------------------
+def test_slot_words_are_template_words(tmp_path):
+    facts, queries = tiny_benchmark_rows()
+    bench = load_benchmark(write_benchmark(tmp_path / "b", facts, queries))
+    words = slot_words(bench)[("capital", "object")]
+    assert "capital" in words
+    assert not {"france", "germany", "japan", "paris"} & words
