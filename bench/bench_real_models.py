@@ -8,13 +8,18 @@ Three measurements, each within one process (ratios, never absolute goals in tes
 
       python bench/bench_real_models.py dtype --model gemma-3-270m --benchmark B --n 32
 
-* ``jlens``: :func:`fks.hidden.jlens.fit_jlens` on the same prompts with 512 Jacobian rows per
-  backward pass (the old default; two passes for d = 640) and with d rows (one pass, the new
-  default for d <= 1024); the matrices must agree. With ``--old PATH/jlens.py`` (the module of
-  an older checkout, e.g. ``git show 85c4094:src/fks/hidden/jlens.py > /tmp/old_jlens.py``) the
-  old code's default is a third arm (it also ran the final norm and the unembedding)::
+* ``jlens``: :func:`fks.hidden.jlens.fit_jlens` on the same prompts and window layers with the
+  default ``vmap`` method (one forward row, vectorised VJPs) and the ``batched`` method it
+  replaced in issue 29 (``d`` copies of the last token forward); the matrices must agree, and
+  ``--exact N`` measures both arms' error against a float64 fit::
 
       python bench/bench_real_models.py jlens --model gemma-3-270m --benchmark B --prompts 8
+
+* ``generate``: fks's HF backend against plain ``transformers`` ``generate`` (left padding) on
+  the same main queries and model object, at several batch sizes, interleaved; plus the bar:
+  float32 answers equal to plain transformers one prompt at a time::
+
+      python bench/bench_real_models.py generate --model gemma-3-270m --benchmark B --n 128
 
 * ``stages``: the seconds per stage recorded in the ``pipeline`` section of run manifests
   (``fks run`` writes them), side by side::
@@ -82,8 +87,17 @@ def bench_dtype(args: argparse.Namespace) -> dict:
 
 
 def bench_jlens(args: argparse.Namespace) -> dict:
-    import numpy as np
+    """J-Lens arms on the same prompts and window layers, in one run (issue 29).
 
+    ``vmap`` (the default: one forward row, vectorised VJPs) against ``batched`` (the default
+    before issue 29: ``d`` copies of the last token forward), both float32, timed in turn;
+    ``--exact N`` also fits the first N prompts in float64 with both methods and reports each
+    float32 arm's max |J - J_float64| there (the matrices' own rounding error).
+    """
+    import numpy as np
+    import torch
+
+    from fks.configs import load_configs
     from fks.generate.prompts import build_prompt
     from fks.hidden.capture import model_dims
     from fks.hidden.cli import parse_layers
@@ -91,31 +105,93 @@ def bench_jlens(args: argparse.Namespace) -> dict:
 
     backend = _backend(args.model, "float32")
     n_layers, d = model_dims(backend.model)
-    layers = parse_layers("window", n_layers, 0.4)
+    layers = parse_layers("window", n_layers, load_configs().metrics.layer_window_min_frac)
     prompts = [build_prompt(q) for q in _queries(args.benchmark, args.prompts)]
-    arms = {"new_512_rows": lambda: fit_jlens(backend.model, backend.tokenizer, prompts, layers,
-                                              batch_rows=512),
-            f"new_{d}_rows": lambda: fit_jlens(backend.model, backend.tokenizer, prompts, layers)}
-    if args.old:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("old_jlens", args.old)
-        old = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(old)
-        arms["old_default"] = lambda: old.fit_jlens(backend.model, backend.tokenizer, prompts,
-                                                    layers)
+    arms = {m: (lambda m=m, p=prompts: fit_jlens(backend.model, backend.tokenizer, p, layers,
+                                                  method=m)) for m in ("batched", "vmap")}
     out, secs = {}, {}
+    if args.warmup:
+        fit_jlens(backend.model, backend.tokenizer, prompts[:1], layers)
     for name, fn in arms.items():
-        fn() if name == next(iter(arms)) and args.warmup else None
         started = time.perf_counter()
         out[name] = fn()
         secs[name] = round(time.perf_counter() - started, 2)
-    ref = out[f"new_{d}_rows"]
-    diff = {k: max(float(np.max(np.abs(v[x] - ref[x]))) for x in layers) for k, v in out.items()}
-    return {"model": args.model, "d": d, "layers": len(layers), "prompts": len(prompts),
-            "seconds": secs, "max_abs_diff_vs_new_default": diff,
-            "speedup_vs_first_arm": {k: round(secs[next(iter(arms))] / v, 2)
-                                     for k, v in secs.items()}}
+    diff = max(float(np.max(np.abs(out["vmap"][x] - out["batched"][x]))) for x in layers)
+    result = {"model": args.model, "d": d, "layers": layers, "prompts": len(prompts),
+              "threads": torch.get_num_threads(), "seconds": secs,
+              "prompts_per_s": {k: round(len(prompts) / v, 3) for k, v in secs.items()},
+              "speedup_vmap_over_batched": round(secs["batched"] / secs["vmap"], 2),
+              "max_abs_diff_vmap_vs_batched": diff}
+    if args.exact:
+        few = prompts[: args.exact]
+        f32 = {m: fit_jlens(backend.model, backend.tokenizer, few, layers, method=m)
+               for m in ("batched", "vmap")}
+        backend.model.double()
+        ref = fit_jlens(backend.model, backend.tokenizer, few, layers, method="batched")
+        backend.model.float()
+        result["exact_prompts"] = len(few)
+        result["max_abs_err_vs_float64"] = {
+            m: max(float(np.max(np.abs(f32[m][x] - ref[x]))) for x in layers) for m in f32}
+    return result
+
+
+def _plain_generate(backend, prompts: list[str], batch: int) -> tuple[float, list[str]]:
+    """Plain ``transformers`` greedy generation: left padding, prompts in the given order,
+    no log-probs kept, the same model object (issue 29's baseline)."""
+    import torch
+
+    from fks.generate.prompts import encode_prompt
+
+    tok, model = backend.tokenizer, backend.model
+    cap = backend.generation.max_prompt_len
+    started, texts = time.perf_counter(), []
+    for i in range(0, len(prompts), batch):
+        ids, mask = backend._pad_batch([encode_prompt(tok, p, cap)[0]
+                                        for p in prompts[i:i + batch]])
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False,
+                                 num_beams=1, max_new_tokens=24, eos_token_id=backend.eos_ids,
+                                 pad_token_id=tok.pad_token_id)
+        for row in out[:, ids.shape[1]:].tolist():
+            stop = next((k for k, t in enumerate(row) if t in set(backend.eos_ids)), len(row))
+            texts.append(tok.decode(row[:stop], skip_special_tokens=True))
+    return time.perf_counter() - started, texts
+
+
+def bench_generate(args: argparse.Namespace) -> dict:
+    """fks's HF backend against plain ``transformers`` on the same main queries, one process.
+
+    Arms (model loaded once, load excluded everywhere): ``fks`` at each ``--batches`` and
+    ``plain`` (left-padded ``model.generate``) at each, interleaved over ``--repeats``, best
+    time of each; then the float32 bar: fks's answers at its default batch against plain
+    transformers one prompt at a time on the first ``--bar`` prompts.
+    """
+    from fks.generate.prompts import build_prompt
+
+    backend = _backend(args.model, args.dtype)
+    prompts = [build_prompt(q) for q in _queries(args.benchmark, args.n)]
+    best: dict[str, float] = {}
+    texts: dict[str, list[str]] = {}
+    for _ in range(args.repeats):
+        for batch in args.batches:
+            secs, _, out = _generate(backend, prompts, batch)
+            best[f"fks_b{batch}"] = min(best.get(f"fks_b{batch}", secs), secs)
+            texts[f"fks_b{batch}"] = out
+            secs, out = _plain_generate(backend, prompts, batch)
+            best[f"plain_b{batch}"] = min(best.get(f"plain_b{batch}", secs), secs)
+            texts[f"plain_b{batch}"] = out
+    plain_best = min(v for k, v in best.items() if k.startswith("plain"))
+    fks_default = best[f"fks_b{args.batches[-1]}"]
+    bar_fks = texts[f"fks_b{args.batches[-1]}"][: args.bar]
+    _, single = _plain_generate(backend, prompts[: args.bar], 1)
+    n_equal = sum(a == b for a, b in zip(bar_fks, single, strict=True))
+    return {"model": args.model, "dtype": backend.dtype, "queries": len(prompts),
+            "seconds_best_of": {k: round(v, 2) for k, v in best.items()},
+            "fks_default_over_plain_best": round(plain_best / fks_default, 2),
+            "answers_equal_to_plain_one_at_a_time": f"{n_equal} of {len(single)}",
+            "answers_equal_across_fks_batches": sum(
+                len(set(col)) == 1 for col in zip(*(texts[f"fks_b{b}"] for b in args.batches),
+                                                  strict=True))}
 
 
 def bench_stages(args: argparse.Namespace) -> dict:
@@ -141,12 +217,22 @@ def main() -> None:
     p.add_argument("--model", default="gemma-3-270m")
     p.add_argument("--benchmark", required=True)
     p.add_argument("--prompts", type=int, default=8)
-    p.add_argument("--old", default=None, help="an older jlens.py to time as a third arm")
-    p.add_argument("--warmup", action="store_true", help="run the first arm once untimed")
+    p.add_argument("--exact", type=int, default=0,
+                   help="also compare both float32 arms with a float64 fit on N prompts")
+    p.add_argument("--warmup", action="store_true", help="fit one prompt untimed first")
+    p = sub.add_parser("generate")
+    p.add_argument("--model", default="gemma-3-270m")
+    p.add_argument("--benchmark", required=True)
+    p.add_argument("--n", type=int, default=128)
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--batches", type=int, nargs="+", default=[16, 64])
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--bar", type=int, default=24)
     p = sub.add_parser("stages")
     p.add_argument("runs", nargs="+")
     args = parser.parse_args()
-    fn = {"dtype": bench_dtype, "jlens": bench_jlens, "stages": bench_stages}[args.cmd]
+    fn = {"dtype": bench_dtype, "jlens": bench_jlens, "generate": bench_generate,
+          "stages": bench_stages}[args.cmd]
     print(json.dumps(fn(args), indent=2))
 
 

@@ -102,6 +102,7 @@ def _root(
 
 def _register_stages() -> None:
     # One import per stage package; each adds its commands (see module docstring).
+    from fks.cache import cli as cache_cli
     from fks.data import cli as data_cli
     from fks.demo import cli as demo_cli
     from fks.evalharness import cli as harness_cli
@@ -119,6 +120,7 @@ def _register_stages() -> None:
     for module in (
         data_cli, demo_cli, generate_cli, score_cli, judge_cli, hidden_cli, metrics_cli,
         calibration_cli, report_cli, pipeline_cli, scale_cli, harness_cli, interop_cli,
+        cache_cli,
     ):
         module.register(app)
 

@@ -1,15 +1,20 @@
-"""File I/O shared by every stage: streaming JSONL, atomic writes, resumable appends.
+r"""File I/O shared by every stage: streaming JSONL, atomic writes, resumable appends.
 
 Rules every stage relies on:
 
 * **Reading** is streaming (one line at a time) and a bad row raises
-  :class:`~fks.errors.FksInputError` naming ``file:line`` and the field at fault.
+  :class:`~fks.errors.FksInputError` naming ``file:line`` and the field at fault. Text that
+  is valid JSON but not text -- a lone UTF-16 surrogate such as ``"\ud800"``, which no
+  UTF-8 writer can encode -- is such a bad row, in every JSON, JSONL and YAML reader here.
 * **Whole-file writes** are atomic: written to a temporary file in the same folder, flushed,
   fsynced, then renamed over the target. A crash leaves either the old file or the new one,
   never a half-written file that looks whole.
 * **Appends** (resumable stages) flush and fsync after each batch; a torn last line left by a
   ``kill -9`` is detected on reopen and truncated away, so a rerun neither loses nor doubles a
   complete record.
+* **A failed write** (a full disk: ``[Errno 28]``, which names no file; a quota; a read-only
+  folder) is :class:`~fks.errors.FksInputError` naming the file being written
+  (:func:`write_error`), never an internal error.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -44,8 +50,11 @@ __all__ = [
     "dumps_record",
     "input_error",
     "load_npy",
+    "load_npz",
     "unique_rows",
     "os_error",
+    "write_error",
+    "lone_surrogate_field",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -74,6 +83,67 @@ def input_error(
     extra = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
     msg = f"{first.get('msg', 'invalid value')}; found {found_text}{extra}"
     return FksInputError(msg, path=path, line=line, field=field)
+
+
+#: a ``\\uD800``-``\\uDFFF`` escape in JSON text: a high surrogate with the low one that may
+#: pair it, or a low surrogate alone (the only way JSON can spell text UTF-8 cannot encode)
+_SURROGATE_ESCAPE = re.compile(
+    r"\\u(d[89ab][0-9a-f]{2})(\\ud[c-f][0-9a-f]{2})?|\\ud[c-f][0-9a-f]{2}", re.IGNORECASE)
+
+
+def lone_surrogate_field(obj: Any, prefix: str = "") -> str | None:
+    r"""Return the dotted path of the first string (value or key) holding a lone surrogate.
+
+    ``json.loads('"\ud800"')`` is valid JSON, but the string it returns is not text: no
+    UTF-8 writer can encode it, so a record holding one would fail at the first write of the
+    stage that read it. ``None`` when every string encodes. List items are named by index
+    (``aliases.2``); a bad key is named as ``<key>``.
+
+    >>> lone_surrogate_field({"a": ["ok", "x" + chr(0xD800)]})
+    'a.1'
+    >>> lone_surrogate_field({"a": chr(0x1F600)}) is None
+    True
+    """
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+        except UnicodeEncodeError:
+            return prefix or "<value>"
+        return None
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(key, str) and lone_surrogate_field(key) is not None:
+                return f"{prefix}.<key>" if prefix else "<key>"
+            if (found := lone_surrogate_field(value, name)) is not None:
+                return found
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            if (found := lone_surrogate_field(value, f"{prefix}.{i}" if prefix else str(i))):
+                return found
+    return None
+
+
+def _surrogate_error(obj: Any, text: str, *, path: Path,
+                     line: int | None) -> FksInputError | None:
+    """Return the error for a lone surrogate in JSON ``obj`` (None when there is none).
+
+    A cheap scan of ``text`` for a surrogate escape comes first, so clean files (nearly all)
+    are never walked. ``line`` None: the line is taken from the first unpaired escape.
+    """
+    lone = [m for m in _SURROGATE_ESCAPE.finditer(text)
+            if m.group(1) is None or m.group(2) is None]
+    if not lone:
+        return None
+    field = lone_surrogate_field(obj)
+    if field is None:  # an escaped backslash before "ud800", not a surrogate
+        return None
+    if line is None:
+        line = text.count("\n", 0, lone[0].start()) + 1
+    found = lone[0].group(0)
+    return FksInputError(f"a lone UTF-16 surrogate ({found}) is not text and cannot be "
+                         "written as UTF-8; found in a string of this record (fix or drop it)",
+                         path=path, line=line, field=field)
 
 
 def iter_jsonl(
@@ -117,6 +187,9 @@ def iter_jsonl(
                 raise FksInputError(
                     f"expected a JSON object, found {type(obj).__name__}", path=path, line=line_no
                 )
+            if "\\u" in text and (err := _surrogate_error(obj, text, path=path,
+                                                         line=line_no)) is not None:
+                raise err
             if model is None:
                 yield line_no, obj
                 continue
@@ -160,13 +233,19 @@ def read_json(path: str | Path) -> Any:
     if not path.is_file():
         raise FksInputError("file not found", path=path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise FksInputError(f"invalid JSON: {exc.msg}", path=path, line=exc.lineno) from None
     except UnicodeDecodeError as exc:
         raise FksInputError(f"not UTF-8 ({exc.reason})", path=path) from None
     except (ValueError, RecursionError) as exc:  # huge integer literal, deep nesting
         raise FksInputError(f"invalid JSON: {str(exc)[:120]}", path=path) from None
+    except OSError as exc:  # a directory, no permission, ...
+        raise os_error(exc, path) from None
+    if "\\u" in text and (err := _surrogate_error(obj, text, path=path, line=None)) is not None:
+        raise err
+    return obj
 
 
 def os_error(err: OSError, path: str | Path | None = None) -> FksInputError:
@@ -181,6 +260,19 @@ def os_error(err: OSError, path: str | Path | None = None) -> FksInputError:
     if err.filename2:
         reason = f"{reason} (and {err.filename2})"
     return FksInputError(reason, path=where)
+
+
+def write_error(err: OSError, path: str | Path) -> FksInputError:
+    """Turn an OS error while writing ``path`` into bad input (exit 2) naming that path.
+
+    ``OSError: [Errno 28] No space left on device`` carries no file name (it is raised by
+    ``write``/``fsync`` on a descriptor); every fks writer reports it, and a quota, a
+    read-only file system or a permission problem, as ``PATH: cannot write: REASON``.
+    """
+    reason = err.strerror or str(err) or type(err).__name__
+    code = f" [errno {err.errno}]" if err.errno else ""
+    return FksInputError(f"cannot write: {reason}{code}; free space (or fix the folder) and "
+                         "rerun", path=path)
 
 
 def load_npy(path: str | Path, *, mmap: bool = True, field: str | None = None) -> Any:
@@ -206,13 +298,43 @@ def load_npy(path: str | Path, *, mmap: bool = True, field: str | None = None) -
                             field=field) from None
 
 
+def load_npz(path: str | Path, *, field: str | None = None) -> dict[str, Any]:
+    """Load every array of a small ``.npz`` archive at once: no pickle, failures are bad input.
+
+    A truncated or corrupt archive (not a zip, a member cut short, a bad CRC), an object
+    array and an unreadable path raise :class:`FksInputError` naming the file; an archive
+    that needs streaming is not what this is for (the §18.2 second pass, the bootstrap
+    replicates).
+    """
+    import zipfile
+    import zlib
+
+    import numpy as np
+
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {key: np.asarray(z[key]) for key in z.files}
+    except OSError as err:
+        if err.filename is None:  # numpy's "failed to interpret file", not the path itself
+            raise FksInputError(f"not a readable .npz archive: {str(err)[:160]}", path=path,
+                                field=field) from None
+        raise os_error(err, path) from None
+    except (zipfile.BadZipFile, zlib.error, ValueError, EOFError, KeyError) as err:
+        text = str(err) or type(err).__name__
+        if "pickle" in text:
+            text = "holds Python objects (object dtype), which fks never loads"
+        raise FksInputError(f"not a readable .npz archive: {text[:160]}", path=path,
+                            field=field) from None
+
+
 def read_yaml(path: str | Path) -> Any:
     """Read a YAML file with ``yaml.safe_load`` (never the unsafe loader)."""
     path = Path(path)
     if not path.is_file():
         raise FksInputError("file not found", path=path)
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        obj = yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         raise FksInputError(f"not UTF-8 ({exc.reason})", path=path) from None
     except (ValueError, RecursionError) as exc:  # a 5,000-digit integer, deep nesting
@@ -222,6 +344,10 @@ def read_yaml(path: str | Path) -> Any:
         line = mark.line + 1 if mark is not None else None
         raise FksInputError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path=path,
                             line=line) from None
+    if (field := lone_surrogate_field(obj)) is not None:  # YAML's "\\ud800" escape
+        raise FksInputError("a lone UTF-16 surrogate is not text and cannot be written as "
+                            "UTF-8", path=path, field=field)
+    return obj
 
 
 @contextlib.contextmanager
@@ -232,8 +358,12 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
     temporary file is removed and ``path`` is untouched.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or ".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or ".tmp",
+                                   dir=path.parent)
+    except OSError as err:
+        raise write_error(err, path) from None
     os.close(fd)
     tmp_path = Path(tmp)
     # mkstemp creates 0600; give the final file the permissions a plain open() would
@@ -243,6 +373,13 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
         with open(tmp_path, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp_path, path)
+    except OSError as err:
+        tmp_path.unlink(missing_ok=True)
+        # a full disk, a quota, a read-only file system: the target's fault, named as such;
+        # an error on another file (an input read inside the block) keeps its own name
+        if err.filename is None or str(err.filename) == str(tmp_path):
+            raise write_error(err, path) from None
+        raise
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
@@ -338,22 +475,37 @@ class JsonlAppender:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.repaired_bytes = repair_jsonl_tail(self.path)
-        self._fh = self.path.open("a", encoding="utf-8")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.repaired_bytes = repair_jsonl_tail(self.path)
+            self._fh = self.path.open("a", encoding="utf-8")
+        except OSError as err:
+            raise write_error(err, self.path) from None
 
     def write_batch(self, records: Iterable[BaseModel | dict[str, Any]]) -> int:
-        """Write a batch durably; returns the number of records written."""
+        """Write a batch durably; returns the number of records written.
+
+        Raises:
+            FksInputError: the write or fsync failed (a full disk: ``ENOSPC``), naming the
+                file. The part of the batch that reached the file is a torn tail that the
+                next open truncates away, so a rerun after freeing space resumes cleanly.
+        """
         lines = [dumps_record(r) + "\n" for r in records]
         if lines:
-            self._fh.write("".join(lines))
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
+            try:
+                self._fh.write("".join(lines))
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+            except OSError as err:
+                raise write_error(err, self.path) from None
         return len(lines)
 
     def close(self) -> None:
-        """Close the file."""
-        self._fh.close()
+        """Close the file (a failed flush of what is left is reported like a failed write)."""
+        try:
+            self._fh.close()
+        except OSError as err:
+            raise write_error(err, self.path) from None
 
     def __enter__(self) -> JsonlAppender:
         return self

@@ -29,12 +29,17 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-__all__ = ["console", "setup_logging", "progress_bar", "track", "LOG_EVERY_S", "LoggedProgress"]
+__all__ = ["console", "results_console", "setup_logging", "progress_bar", "track", "LOG_EVERY_S",
+           "LoggedProgress"]
 
 T = TypeVar("T")
 
-#: The one console everything in fks writes to (stderr, so stdout stays machine-readable).
+#: The console logs, progress and messages go to (stderr, so stdout stays machine-readable).
 console = Console(stderr=True)
+#: The console of a command's results -- the headline and comparison tables of ``fks run``,
+#: ``fks demo`` and ``fks compare`` (stdout). With ``--json`` those tables go to
+#: :data:`console` instead, and stdout holds only the JSON document.
+results_console = Console()
 
 
 def setup_logging(verbose: bool = False) -> None:

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from fks.errors import FksInputError
+from fks.io import write_error
 
 __all__ = [
     "LOCK_NAME",
@@ -194,7 +195,14 @@ def run_dir_lock(run_dir: str | Path, *, shard: tuple[int, int] | None = None,
         else:
             handle = _open(lock_path, create)
             _acquire(handle, lock_path, wait)
-            _note(handle)
+            try:
+                _note(handle)
+            except OSError as err:  # a full disk: the stage could not write its outputs either
+                with contextlib.suppress(OSError):
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+                with contextlib.suppress(OSError):
+                    handle.close()
+                raise write_error(err, lock_path) from None
             _held[key] = [handle, 1]
     try:
         yield lock_path

@@ -141,11 +141,27 @@ def reverse_targets_object(facts, queries):
     return "query_targets", QUERIES_FILE, i + 1, "gold_canonical"
 
 
+def anchor_gold_not_the_object(facts, queries):
+    """Issue 28: a gold that is not its fact's object was accepted (exit 0)."""
+    i = _find(queries, "fact_000002", "anchor")
+    queries[i]["gold_canonical"] = "Cairo"
+    queries[i]["gold_aliases"] = ["Cairo"]
+    return "query_targets", QUERIES_FILE, i + 1, "gold_canonical"
+
+
+def gold_alias_not_the_object(facts, queries):
+    i = _find(queries, "fact_000001", "paraphrase", 1)
+    queries[i]["gold_aliases"] = [*queries[i]["gold_aliases"], "Lyon"]
+    last = len(queries[i]["gold_aliases"]) - 1
+    return "query_targets", QUERIES_FILE, i + 1, f"gold_aliases.{last}"
+
+
 CORRUPTIONS: list[Corruption] = [
     bad_language, bad_fact_field, duplicate_query_id, unknown_fact, wrong_relation,
     flag_off_registry, slot_off_registry, missing_anchor, second_anchor, context_leak,
     distractor_leak, functional_conflict, fact_flag_wrong, query_flag_wrong,
-    options_without_gold, reverse_targets_object,
+    options_without_gold, reverse_targets_object, anchor_gold_not_the_object,
+    gold_alias_not_the_object,
 ]
 
 

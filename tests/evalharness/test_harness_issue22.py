@@ -275,8 +275,13 @@ def test_a_60_case_bucket_is_not_insufficient_in_its_test_split(cfg):
     assert res.details["bucket_sizes"] == {"B1": 60}
 
 
-def test_d7_rho_and_d10_minimum_read_the_whole_bucket(cfg):
-    """Two test cases alone give no rho; the bucket's other predictions make it defined."""
+def test_d10_minimum_reads_the_whole_bucket_and_d7_rho_the_scored_split(cfg):
+    """The D10 minimum counts every gold row; D7's rho reads the scored split only.
+
+    Issue 22 took the rho over the whole bucket; issue 28 fits every statistic of the
+    predictions on the scored split (a dev prediction moved test scores), so the two test
+    cases, whose gold coupling strengths are equal, leave the rho undefined.
+    """
     ids = _ids_in("test", 2, "r") + _ids_in("dev", 8, "r")
     cases, golds = [], []
     for k, cid in enumerate(ids):
@@ -286,7 +291,7 @@ def test_d7_rho_and_d10_minimum_read_the_whole_bucket(cfg):
         cases.append(c)
         golds.append(g)
     res = _score(cases, golds, cfg, "test")
-    assert res.details["d7_coupling_rho"]["B1"] is not None
+    assert res.details["d7_coupling_rho"]["B1"] is None
     assert res.details["d10_sample"]["signal_counts"]["related_party"] == len(ids)
 
 
@@ -331,20 +336,22 @@ def test_a_baseline_without_provenance_or_of_another_period_is_exit_2(tmp_path, 
 
 # --------------------------------------- point 4: cross-bucket comparison carries information
 def test_cross_bucket_table_compares_anchor_normalised_scores(cfg):
-    """B1 answers well, B6 badly; both buckets' anchors (in dev) answer well.
+    """B1 answers well, B6 badly; both buckets' anchors answer well.
 
     Before issue 22 both rows showed the same percentile quartiles; now the anchor-normalised
-    medians tell the buckets apart, the anchors are counted over every split, and an anchor
-    whose reviewer kappa is below 0.7 is refused.
+    medians tell the buckets apart, and an anchor whose reviewer kappa is below 0.7 is
+    refused. Since issue 28 the full mark reads the scored split's anchors only (an anchor's
+    score is a prediction): the dev anchor is refused as outside the split.
     """
     cases, golds = [], []
     for b in ("B1", "B6"):
-        anchors = _ids_in("dev", 6, f"{b}a")
-        others = _ids_in("test", 5, f"{b}t") + _ids_in("dev", 19, f"{b}d")
+        anchors = _ids_in("test", 6, f"{b}a") + _ids_in("dev", 1, f"{b}a")
+        others = (_ids_in("test", 9, f"{b}t") + _ids_in("dev", 19, f"{b}d")
+                  + _ids_in("holdout", 3, f"{b}h"))  # holdout in bounds: nothing reshuffled
         for cid in anchors + others:
             g = full_gold(cid, b)
             g["bucket_anchor"] = cid in anchors
-            if cid == anchors[-1]:
+            if cid == anchors[-2]:
                 g["iaa_kappa"] = 0.5  # refused
             golds.append(g)
             good = cid in anchors or b == "B1"
@@ -355,7 +362,9 @@ def test_cross_bucket_table_compares_anchor_normalised_scores(cfg):
     assert rows["B1"]["anchor_count"] == rows["B6"]["anchor_count"] == 5
     assert rows["B1"]["normalised_median"] == pytest.approx(1.0)
     assert rows["B6"]["normalised_median"] < 0.5
-    assert res.details["bucket_anchors_refused"]
+    refused = res.details["bucket_anchors_refused"]
+    assert "iaa_kappa" in refused[_ids_in("test", 6, "B1a")[-1]]
+    assert refused[_ids_in("dev", 1, "B1a")[0]] == "outside the scored split"
 
 
 # ------------------------------------------------------------- point 9: IAA mini-review

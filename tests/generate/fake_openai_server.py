@@ -13,6 +13,8 @@ The reply depends on a marker in the prompt:
 * ``BADJSON``   -- HTTP 200 with a body that is not JSON
 * ``NOCHOICES`` -- HTTP 200 with ``{"choices": []}``
 * ``BAD400``    -- HTTP 400
+* ``BADFIELD:<name>`` -- a normal answer with one field malformed (``<name>`` a key of
+  :data:`BAD_FIELDS`: ``lp_nan``, ``lp_pos``, ``lp_str``, ``tokens_str``, ``finish_obj``)
 * otherwise     -- ``" ans<len(prompt)>"`` with ``finish_reason "stop"``, usage counts, and
   ``logprobs.token_logprobs = [-0.25, -0.5]`` when the request asks for ``logprobs``.
 
@@ -35,6 +37,16 @@ AUTH: list[str | None] = []
 LOCK = threading.Lock()
 SLEEP = 2.0
 MODELS: list[str] = ["fake-model"]
+
+
+#: ``BADFIELD:<name>`` markers: one malformed field in an otherwise normal 200 reply
+BAD_FIELDS = {
+    "lp_nan": lambda r: r["choices"][0]["logprobs"]["token_logprobs"].__setitem__(1, float("nan")),
+    "lp_pos": lambda r: r["choices"][0]["logprobs"]["token_logprobs"].__setitem__(0, 2.5),
+    "lp_str": lambda r: r["choices"][0]["logprobs"]["token_logprobs"].__setitem__(0, "-0.1"),
+    "tokens_str": lambda r: r["usage"].__setitem__("completion_tokens", "two"),
+    "finish_obj": lambda r: r["choices"][0].__setitem__("finish_reason", {"type": "stop"}),
+}
 
 
 def answer(body: dict) -> dict:
@@ -98,8 +110,11 @@ class Handler(BaseHTTPRequestHandler):
         else:
             if "SLEEP" in prompt:
                 time.sleep(SLEEP)
+            reply = answer(body)
+            if "BADFIELD:" in prompt:
+                BAD_FIELDS[prompt.split("BADFIELD:", 1)[1].split()[0]](reply)
             try:
-                self._send(200, json.dumps(answer(body)).encode())
+                self._send(200, json.dumps(reply).encode())  # NaN is written as NaN
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
                 pass
 

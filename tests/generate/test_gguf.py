@@ -108,7 +108,7 @@ def test_conversion_runs_once_and_a_crash_leaves_no_cache(monkeypatch, tmp_path)
     monkeypatch.setattr(G, "_convert", fake)
     folder, info = G.ensure_gguf_checkpoint(gguf, cache_dir=cache)
     again, info2 = G.ensure_gguf_checkpoint(gguf, cache_dir=cache)
-    assert folder == again == cache / G.gguf_sha256(gguf) and len(calls) == 1
+    assert folder == again == cache / f"m-{G.gguf_sha256(gguf)}" and len(calls) == 1
     assert info == info2
     assert info["sha256"] == G.gguf_sha256(gguf)
     assert info["quantization"] == "MOSTLY_Q4_K_M" and info["dequantized_dtype"] == "float32"

@@ -101,14 +101,15 @@ def test_matches_autograd_jacobian_and_finite_differences(deep_model64, layer):
     assert np.abs(J[:, cols] - np.eye(64)[:, cols]).max() > 0.3
 
 
+@pytest.mark.parametrize("method", ["vmap", "batched"])
 @pytest.mark.parametrize("batch_rows", [64, 24, 1000])
-def test_batched_prefix_cached_equals_per_coordinate_loop(deep_model64, batch_rows):
+def test_batched_prefix_cached_equals_per_coordinate_loop(deep_model64, batch_rows, method):
     model, tok = deep_model64
     for p in model.parameters():
         p.requires_grad_(False)
     for prompt in (PROMPTS[0], "P"):  # a one-token prompt has no prefix to cache
         ids = _ids(tok, prompt)
-        fast = prompt_jacobians(model, ids, [0, 1, 3], batch_rows=batch_rows)
+        fast = prompt_jacobians(model, ids, [0, 1, 3], batch_rows=batch_rows, method=method)
         slow = prompt_jacobians(model, ids, [0, 1, 3], method="loop")
         for layer in (0, 1, 3):
             torch.testing.assert_close(fast[layer], slow[layer], atol=1e-10, rtol=0)
@@ -141,11 +142,12 @@ def test_gpt2_architecture_batched_equals_loop(deep_model):
     for p in model.parameters():
         p.requires_grad_(False)
     ids = _ids(tok, PROMPTS[1])
-    fast = prompt_jacobians(model, ids, [0, 1, 2], batch_rows=16)
     slow = prompt_jacobians(model, ids, [0, 1, 2], method="loop")
-    for layer in (0, 1):
-        torch.testing.assert_close(fast[layer], slow[layer], atol=1e-10, rtol=0)
-    torch.testing.assert_close(fast[2], torch.eye(32, dtype=torch.float64))
+    for method in ("vmap", "batched"):
+        fast = prompt_jacobians(model, ids, [0, 1, 2], batch_rows=16, method=method)
+        for layer in (0, 1):
+            torch.testing.assert_close(fast[layer], slow[layer], atol=1e-10, rtol=0)
+        torch.testing.assert_close(fast[2], torch.eye(32, dtype=torch.float64))
 
 
 def test_transport_shapes_and_formula():

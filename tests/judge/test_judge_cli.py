@@ -10,6 +10,7 @@ import pytest
 from fks.cli import main
 from fks.data.schema import JudgedRecord
 from fks.io import iter_jsonl, read_json, read_jsonl, sha256_file
+from provenance_util import drop_provenance
 
 
 def fks(*args: str) -> int:
@@ -114,6 +115,7 @@ def test_metrics_bad_inputs_exit_2(tiny_run, tiny_benchmark_dir, capsys):
     assert fks("judge", tiny_run, "--benchmark", tiny_benchmark_dir) == 0
     assert fks("metrics", tiny_run, "--part", "nonsense") == 2
     assert "unknown part" in capsys.readouterr().err
+    drop_provenance(tiny_run)  # the row reader, not the chain check, must meet the edit
     path = tiny_run / "judged.jsonl"
     lines = path.read_text().splitlines()
     lines[2] = json.dumps({**json.loads(lines[2]), "correctness": "MAYBE"})
@@ -124,6 +126,7 @@ def test_metrics_bad_inputs_exit_2(tiny_run, tiny_benchmark_dir, capsys):
 
 def test_metrics_rejects_inconsistent_cluster_correctness(tiny_run, tiny_benchmark_dir, capsys):
     assert fks("judge", tiny_run, "--benchmark", tiny_benchmark_dir) == 0
+    drop_provenance(tiny_run)  # the row reader, not the chain check, must meet the edit
     path = tiny_run / "judged.jsonl"
     rows = [json.loads(x) for x in path.read_text().splitlines()]
     rows[1]["correctness"] = "INCORRECT"  # fact 1 paraphrase, cluster ENTITY_Q90 is CORRECT

@@ -31,7 +31,8 @@ def test_fks_demo_runs_every_stage_and_reuses_its_cache(tmp_path, monkeypatch, c
     assert exc.value.code == 0
     run_dir = out / "runs" / DEMO_MODEL_NAME
     report = run_dir / "report.html"
-    assert report.is_file() and f"report: {report}" in capsys.readouterr().err
+    # the headline and the report path are results: stdout (logs stay on stderr)
+    assert report.is_file() and f"report: {report}" in capsys.readouterr().out
     (model_dir,) = [p for p in cache.iterdir()]
     info = read_json(model_dir / INFO_NAME)
     assert info["config"] == SMALL.to_dict() and info["training"]["n_examples"] > 100

@@ -18,6 +18,7 @@ import numpy as np
 
 from fks.data.load import load_benchmark
 from fks.metrics.behavior import behavior_group, run_behavior_metrics
+from provenance_util import drop_provenance
 from tiny_benchmark import tiny_benchmark_rows
 
 FAMILIES = ["anchor", "paraphrase", "format", "context", "multilingual"]
@@ -240,6 +241,7 @@ def hostile_tiny_run(root: Path, bench: Path, **kw: Any) -> Path:
         if r["fact_id"] == "fact_000002" and r["condition_family"] == "context":
             r["raw_response"] = HOSTILE
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    drop_provenance(run)  # judged.jsonl is edited after the metrics: a hand-made run
     return run
 
 

@@ -122,7 +122,7 @@ def test_several_runs_side_by_side_and_another_benchmark_left_out(tmp_path, conf
     a = synthetic_run(tmp_path, "a", model="model-a", seed=1)
     b = synthetic_run(tmp_path, "b", model="model-b", seed=2, shift=0.1)
     c = synthetic_run(tmp_path, "c", model="model-c", seed=3, checksum="other-bench")
-    out = build_report([a, b, c], configs=configs, out=tmp_path / "all.html")
+    out = build_report([a, b, c], configs=configs, out=tmp_path / "all.html", allow_mixed=True)
     explorer = tmp_path / "all_explorer.html"
     assert '<a href="all_explorer.html">' in out.read_text()
     data = page_data(explorer.read_text())

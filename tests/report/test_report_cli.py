@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from report_runs import XSS, synthetic_facts, synthetic_run, tiny_run
+from report_runs import XSS, synthetic_facts, synthetic_run, tiny_run, write_json
 
 from fks.cli import main
 
@@ -96,3 +96,112 @@ def test_report_rejects_bad_input(tmp_path, small_bootstrap, capsys):
     assert fks("--config", small_bootstrap, "report", run) == 2
     text = " ".join("".join(capsys.readouterr()).split())
     assert "behavioral_per_fact.jsonl:2" in text and "field 'bcs'" in text
+
+
+# ---------------------------------------------------------------- issue 28: --json, checks
+def _behavior_summary(run, n):
+    """A minimal behavioral_model_summary.json counting ``n`` facts (the fixture has none)."""
+    write_json(run / "metrics" / "behavioral_model_summary.json", {
+        "primary_reading": "with_anchor", "readings": {"with_anchor": {"n_facts_with_records": n}}})
+
+
+def test_compare_json_prints_the_comparison_on_stdout(tmp_path, small_bootstrap, capsys):
+    from fks.report.results import Comparison
+
+    a = synthetic_run(tmp_path, "a", model="model-a", seed=1)
+    b = synthetic_run(tmp_path, "b", model="model-b", seed=2, shift=0.1)
+    capsys.readouterr()
+    assert fks("--config", small_bootstrap, "compare", a, b, "--json") == 0
+    cap = capsys.readouterr()
+    res = Comparison.model_validate(json.loads(cap.out))  # stdout holds only the JSON
+    assert [r.model for r in res.runs] == ["model-a", "model-b"]
+    assert res.runs[1].details.benchmark_checksum == "bench-1"
+    d = res.coverage_modes["full_set"]["all"]["bcs"]
+    assert d.point == pytest.approx(d.a - d.b) and d.low <= d.point <= d.high
+    assert "model-a - model-b" in cap.err  # the table went to stderr
+    # without --json the table is the command's output: stdout
+    assert fks("--config", small_bootstrap, "compare", a, b) == 0
+    cap = capsys.readouterr()
+    assert "model-a - model-b" in cap.out
+
+
+@pytest.mark.parametrize("summary_too", [False, True])
+def test_compare_refuses_a_truncated_copy_of_itself(tmp_path, small_bootstrap, capsys,
+                                                     summary_too):
+    import shutil
+
+    a = synthetic_run(tmp_path, "a")
+    _behavior_summary(a, 30)
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    path = b / "metrics" / "behavioral_per_fact.jsonl"
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:-3]))
+    if summary_too:  # a consistent, smaller metrics run: the per-file fact sets differ
+        _behavior_summary(b, 27)
+    capsys.readouterr()
+    assert fks("--config", small_bootstrap, "compare", a, b) == 2
+    text = " ".join("".join(capsys.readouterr()).split())
+    assert f"{path}:" in text and "field 'fact_id'" in text
+    assert ("must cover the same facts" if summary_too else "27 facts in this file, 30 in") \
+        in text
+
+
+def test_compare_and_report_refuse_a_file_changed_after_its_stage(tmp_path, small_bootstrap,
+                                                                   capsys):
+    from fks.provenance import record_files
+
+    a = synthetic_run(tmp_path, "a")
+    b = synthetic_run(tmp_path, "b", seed=2)
+    # judged.jsonl: a file neither the comparison nor the bootstrap reads; the run is verified
+    # as a whole (fks.provenance.verify_run) before anything is compared or reported
+    record_files(b, "judge", {}, [b / "judged.jsonl"])
+    assert fks("--config", small_bootstrap, "compare", a, b) == 0
+    path = b / "judged.jsonl"
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))
+    capsys.readouterr()
+    assert fks("--config", small_bootstrap, "compare", a, b) == 2
+    text = " ".join("".join(capsys.readouterr()).split())
+    assert "changed after `judge` wrote it" in text and f"{path}" in text
+    assert fks("--config", small_bootstrap, "report", a, b, "--out", tmp_path / "r.html") == 2
+    assert fks("--config", small_bootstrap, "report", b) == 2
+
+
+def test_report_recomputes_a_bootstrap_that_does_not_verify(tmp_path, small_bootstrap):
+    from fks.provenance import record_files
+
+    run = synthetic_run(tmp_path, internal=False)
+    assert fks("--config", small_bootstrap, "report", run, "--no-explorer") == 0
+    path = run / "metrics" / "bootstrap_intervals.json"
+    record_files(run, "bootstrap", {}, [path, run / "metrics" / "bootstrap_replicates.npz"])
+    good = json.loads(path.read_text())
+    bad = json.loads(path.read_text())
+    bad["coverage_modes"]["full_set"]["subsets"]["all"]["metrics"]["bcs"]["point"] = 0.99
+    path.write_text(json.dumps(bad))  # same fingerprint: it would be reused
+    assert fks("--config", small_bootstrap, "report", run, "--no-explorer") == 0
+    point = json.loads(path.read_text())["coverage_modes"]["full_set"]["subsets"]["all"][
+        "metrics"]["bcs"]["point"]
+    assert point == good["coverage_modes"]["full_set"]["subsets"]["all"]["metrics"]["bcs"][
+        "point"] != 0.99
+
+
+def test_report_refuses_mixed_benchmarks_unless_allowed(tmp_path, small_bootstrap, capsys):
+    a = synthetic_run(tmp_path, "a", model="model-a", internal=False, extras=False)
+    b = synthetic_run(tmp_path, "b", model="model-b", internal=False, extras=False, seed=2)
+    c = synthetic_run(tmp_path, "c", model="model-c", internal=False, extras=False, seed=3,
+                      checksum="other-bench")
+    out = tmp_path / "all.html"
+    capsys.readouterr()
+    assert fks("--config", small_bootstrap, "report", a, b, c, "--out", out) == 2
+    text = " ".join("".join(capsys.readouterr()).split())
+    assert "different benchmarks" in text and "--allow-mixed" in text
+    assert all(name in text for name in ("model-a", "model-b", "model-c", "other-bench"))
+    assert f"{c / 'evaluation_manifest.json'}:" in text and not out.exists()
+    assert fks("--config", small_bootstrap, "report", a, b, c, "--out", out,
+               "--allow-mixed") == 0
+    html = out.read_text()
+    assert "Leaderboard (full_set), benchmark bench-1: model-a, model-b" in html
+    assert "Leaderboard (full_set), benchmark other-bench: model-c" in html
+    assert "3 different benchmarks" not in html and "2 different benchmarks" in html
+    # one benchmark: one leaderboard per mode, as before
+    assert fks("--config", small_bootstrap, "report", a, b, "--out", out) == 0
+    assert "Leaderboard (full_set)</h3>" in out.read_text()

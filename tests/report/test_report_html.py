@@ -48,7 +48,9 @@ def test_model_text_is_escaped_and_the_file_is_self_contained(tmp_path, configs)
     assert "end_to_end_coverage" in cal and "confidence_coverage" in cal
     assert "end_to_end_risk_at_full_coverage" in cal and "0.61" in cal
     assert "[0.030, 0.080]" in cal
-    assert "not run" not in html.split("Example answers")[0].split("Figures across runs")[1]
+    # (the run-details table says the judge stage has not run: no judge in this fixture)
+    rest = re.sub(r'<table id="run-details">.*?</table>', "", html, flags=re.S)
+    assert "not run" not in rest.split("Example answers")[0].split("Figures across runs")[1]
 
 
 def test_stages_that_did_not_run_say_so(tmp_path, configs):
@@ -75,13 +77,15 @@ def test_several_runs_get_a_leaderboard_and_paired_differences(tmp_path, configs
     b = synthetic_run(tmp_path, "b", model="model-b", seed=2, shift=0.1)
     c = synthetic_run(tmp_path, "c", model="model-c", seed=3, checksum="other-bench")
     out = build_report([a, b, c], configs=configs, out=tmp_path / "all.html",
-                       reference="model-b")
+                       reference="model-b", allow_mixed=True)
     html = out.read_text()
     assert "Leaderboard (complete_family)" in html and "Leaderboard (full_set)" in html
     assert "Paired differences against model-b" in html
     assert "model-a - model-b (full_set)" in html
     assert "model-c versus model-b: not compared" in html and "different benchmarks" in html
-    assert (tmp_path / "all_tables" / "leaderboard_full_set.csv").is_file()
+    # one leaderboard per benchmark (--allow-mixed)
+    assert (tmp_path / "all_tables" / "leaderboard_full_set_bench1.csv").is_file()
+    assert (tmp_path / "all_tables" / "leaderboard_full_set_otherbench.csv").is_file()
     no_external_resources(html)
     with pytest.raises(FksInputError, match="no run named"):
         build_report([a, b], configs=configs, out=tmp_path / "x.html", reference="nope")

@@ -84,5 +84,5 @@ def test_empty_answers_per_family_in_the_table_and_console(run_dir, capsys):
     assert int(cov["anchor"]["generation_error"]) == 1
     assert float(cov["paraphrase"]["empty_share"]) == 0.0
     render_headline(run_dir)
-    err = capsys.readouterr().err
-    assert "1 of 4 facts unscorable" in err and "format 25%" in err
+    out = capsys.readouterr().out  # the headline block is the command's result: stdout
+    assert "1 of 4 facts unscorable" in out and "format 25%" in out

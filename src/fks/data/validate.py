@@ -23,7 +23,9 @@ Hard gates (construction log, "validate_facts.py -> validation_report.json"):
   copy_match` over the subject surfaces the fact's object-slot queries show), and queries
   inherit it.
 * ``query_targets`` -- options (when given) include the gold; subject-slot families ask for
-  the subject.
+  the subject; object-slot families ask for the object: ``gold_canonical`` and every
+  ``gold_aliases`` entry is the fact's object (its canonical label or an alias, after
+  :func:`fks.text.normalize`) -- issue 28: a gold that is not its fact's object was accepted.
 
 Warnings (never fail): ragged coverage -- facts that lack a main family, counted per family.
 
@@ -476,7 +478,7 @@ def _surfaces(names: Iterable[str]) -> set[str]:
 
 
 def gate_query_targets(data: BenchmarkRows, configs: ConfigSet) -> Iterator[Issue]:
-    """Options (recognition) include the gold; subject-slot families ask for the subject."""
+    """Options include the gold; each family's gold is its target slot's entity."""
     families = configs.eval_conditions.families
     for row, q in data.valid_queries():
         golds = _surfaces([q.gold_canonical, *q.gold_aliases])
@@ -491,6 +493,24 @@ def gate_query_targets(data: BenchmarkRows, configs: ConfigSet) -> Iterator[Issu
                             f"{q.gold_canonical!r} is not subject {fact.subject.canonical!r} "
                             "or one of its aliases", data.files.queries, row.line,
                             "gold_canonical")
+        if families[q.condition_family].target_slot == "object" and fact is not None:
+            yield from _gold_is_object(q, fact, data.files.queries, row.line)
+
+
+def _gold_is_object(q: Query, fact: Fact, path: Path, line: int) -> Iterator[Issue]:
+    """Check that an object-slot query's gold (canonical, then each alias) is the object."""
+    obj = _surfaces([fact.object.canonical, *fact.object.aliases])
+    if normalize(q.gold_canonical) not in obj:
+        yield Issue("query_targets", f"{q.condition_family} targets the object, but gold "
+                    f"{q.gold_canonical!r} is not object {fact.object.canonical!r} of "
+                    f"{fact.fact_id} or one of its aliases", path, line, "gold_canonical")
+        return
+    for k, alias in enumerate(q.gold_aliases):
+        if normalize(alias) and normalize(alias) not in obj:
+            yield Issue("query_targets", f"gold alias {alias!r} is not an alias of object "
+                        f"{fact.object.canonical!r} of {fact.fact_id}", path, line,
+                        f"gold_aliases.{k}")
+            return
 
 
 GATE_FUNCTIONS: dict[str, Gate] = {

@@ -20,6 +20,9 @@ def demo_cmd(
     limit: Annotated[int | None, typer.Option(
         help="Only N demo facts (round-robin over relations). Default: all for the demo "
              "model, 60 with --model.")] = None,
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="Print the run's RUN/results.json document on stdout (the tables go "
+                       "to stderr).")] = False,
 ) -> None:
     """Run the embedded default, fully offline, and write an HTML report.
 
@@ -29,9 +32,15 @@ def demo_cmd(
     """
     from fks.configs import current as get_configs
     from fks.demo.run import run_demo
+    from fks.log import console
 
     extra = {k: v for k, v in (("model", model), ("limit", limit)) if v is not None}
-    run_demo(out, configs=get_configs(), **extra)
+    result = run_demo(out, configs=get_configs(), display=console if json_out else None,
+                      **extra)
+    if json_out:
+        from fks.report.results import build_results
+
+        typer.echo(build_results(result.run_dir).model_dump_json(indent=2))
 
 
 def register(app: typer.Typer) -> None:

@@ -21,9 +21,11 @@ from fks.data.stats import render_statistics
 from fks.demo.benchmark import build_demo
 from fks.errors import FksInputError
 from fks.io import atomic_write_json, read_json
-from fks.log import console
+from fks.log import results_console
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from fks.demo.model import DemoModelConfig
 
 __all__ = ["DEMO_MODEL_NAME", "DemoResult", "run_demo"]
@@ -95,6 +97,7 @@ def run_demo(
     jlens_prompts: int = 256,
     threads: int | None = 1,
     model: str | None = None,
+    display: Console | None = None,
 ) -> DemoResult:
     """Run the offline demo: benchmark, demo model, every ``fks run`` stage, report.
 
@@ -126,6 +129,8 @@ def run_demo(
         threads: torch threads while the demo runs (default 1: the demo model is so small
             that more threads only add synchronisation; None leaves torch's setting).
         model: run this registry model instead of the demo model (see above).
+        display: where step 4 prints (default :data:`fks.log.results_console`, stdout;
+            ``fks demo --json`` passes stderr's, so stdout holds only the JSON).
 
     Raises:
         FksInputError: ``model`` is not in the registry (or its package is not installed).
@@ -137,7 +142,8 @@ def run_demo(
     if model is not None:
         return _run_real_model(out, model, configs=configs,
                                limit=REAL_DEMO_LIMIT if limit is None else limit,
-                               jlens_prompts=min(jlens_prompts, REAL_DEMO_JLENS_PROMPTS))
+                               jlens_prompts=min(jlens_prompts, REAL_DEMO_JLENS_PROMPTS),
+                               display=display)
     result = build_demo(out / "benchmark", configs)
     render_statistics(result.statistics)
     log.info("demo benchmark (validation passed): %s", result.out)
@@ -152,16 +158,17 @@ def run_demo(
             benchmark=result.out, configs=configs, limit=limit,
             options=PipelineOptions(backend="hf", device="cpu", jlens_prompts=jlens_prompts))
         run = run_pipeline(ctx)
-    headline = render_headline(run.run_dir, keys=DEMO_HEADLINE,
+    display = display or results_console
+    headline = render_headline(run.run_dir, keys=DEMO_HEADLINE, out=display,
                                title=f"fks demo ({DEMO_MODEL_NAME}, trained by fks on part of "
                                "the demo facts)")
-    console.print(f"report: {run.report}" if run.report else f"run: {run.run_dir}",
+    display.print(f"report: {run.report}" if run.report else f"run: {run.run_dir}",
                   soft_wrap=True, highlight=False)
     return DemoResult(result.out, model_dir, run.run_dir, run.report, headline)
 
 
 def _run_real_model(out: Path, model: str, *, configs: ConfigSet, limit: int | None,
-                    jlens_prompts: int) -> DemoResult:
+                    jlens_prompts: int, display: Console | None = None) -> DemoResult:
     """``fks demo --model NAME``: the registry model on the demo benchmark, every stage."""
     from fks.generate.gguf import PACKAGE_SCHEME, locate_package_file
     from fks.pipeline import PipelineContext, PipelineOptions, render_headline, run_pipeline
@@ -184,8 +191,9 @@ def _run_real_model(out: Path, model: str, *, configs: ConfigSet, limit: int | N
         options=PipelineOptions(backend="hf", device="cpu", dtype="auto",
                                 revision=entry.revision, jlens_prompts=jlens_prompts))
     run = run_pipeline(ctx)
-    headline = render_headline(run.run_dir, keys=DEMO_HEADLINE,
+    display = display or results_console
+    headline = render_headline(run.run_dir, keys=DEMO_HEADLINE, out=display,
                                title=f"fks demo ({model} on the demo benchmark)")
-    console.print(f"report: {run.report}" if run.report else f"run: {run.run_dir}",
+    display.print(f"report: {run.report}" if run.report else f"run: {run.run_dir}",
                   soft_wrap=True, highlight=False)
     return DemoResult(result.out, Path(entry.path), run.run_dir, run.report, headline)

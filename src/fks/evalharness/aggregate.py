@@ -21,7 +21,11 @@
   The §8.2 records have no field for it, so it is reported in the details file and is the
   figure of the cross-bucket table (:func:`cross_bucket_table`).
 * **Bucket report**: case count, median case score, the bandwidth of the percentile at the
-  median score (the widest point of an empirical CDF's uncertainty), dimension medians, and the
+  median score (the widest point of an empirical CDF's uncertainty), dimension medians
+  (:func:`dimension_cell_values`: over the cases whose case score counts the dimension, a
+  ``required_not_computed`` case at 0 -- so a dimension that stops being computable lowers its
+  median with the case scores and §6 sees it; before issue 28 it left the median unchanged, or
+  left the report altogether, while the bucket median fell from 0.209 to 0.116), and the
   sample-quality flag: ``annotation_low`` (an IAA task's kappa in the bucket is below its
   threshold) before ``insufficient`` (fewer than 20 cases, or a bucket kept apart by design --
   B7 in v1) before ``ok``. Only ``ok`` buckets enter the cross-bucket percentile table.
@@ -40,6 +44,7 @@ from fks.metrics.stats.bootstrap import bootstrap_bandwidth
 
 __all__ = [
     "REQUIRED_NOT_COMPUTED",
+    "dimension_cell_values",
     "GATE_FLAGS",
     "aggregate_score",
     "case_aggregate",
@@ -165,6 +170,27 @@ def bucket_percentiles(
     ]
 
 
+def dimension_cell_values(cases: Sequence[CaseScore], dim: str) -> dict[str, float]:
+    """``{case_id: value}`` of ``dim`` as the §2 case score counts it (a bucket x dim cell).
+
+    A computed dimension counts its raw score; one kept in the fixed denominator without a
+    score (flag ``required_not_computed``) counts 0, as in the case score; a gated-out or
+    unweighted dimension is left out. So the cell median, the §6 degradation check and the
+    case scores always read the same cases (decision of issue 28: count consistently rather
+    than drop silently).
+    """
+    out: dict[str, float] = {}
+    for c in cases:
+        ds = c.dimensions.get(dim)  # type: ignore[call-overload]
+        if ds is None:
+            continue
+        if ds.raw_score is not None:
+            out[c.case_id] = ds.raw_score
+        elif REQUIRED_NOT_COMPUTED in ds.gaming_flags:
+            out[c.case_id] = 0.0
+    return out
+
+
 def sample_quality(
     bucket: str, case_count: int, cfg: HarnessConfig, *, annotation_low: bool
 ) -> str:
@@ -196,11 +222,7 @@ def bucket_report(
     median = float(np.median(scores))
     dims: dict[str, float] = {}
     for dim in sorted({d for c in cases for d in c.dimensions}, key=lambda d: int(d[1:])):
-        vals = [
-            c.dimensions[dim].raw_score  # type: ignore[index]
-            for c in cases
-            if dim in c.dimensions and c.dimensions[dim].raw_score is not None  # type: ignore[index]
-        ]
+        vals = list(dimension_cell_values(cases, dim).values())
         if vals:
             dims[dim] = float(np.median(vals))
     return BucketReport(

@@ -233,20 +233,45 @@ def kl_score(pred: Mapping[str, float], gold: Mapping[str, float]) -> float | No
     prediction puts where gold has none makes the divergence infinite and the score 0; an empty
     or all-zero prediction scores 0. ``None`` without a gold distribution.
 
+    Normalisation divides by the largest value first, so a sum past the float range cannot
+    turn ``p_hat`` into zeros: before issue 28 a budget of ``{a: 1e308, b: 1e308}`` summed to
+    ``inf``, normalised to ``(0, 0)`` and got the perfect term 1.0. (The readers refuse such a
+    budget anyway, :class:`fks.evalharness.inputs.RiskBudget`; this keeps the kernel exact for
+    any finite input.) A non-finite value raises ``ValueError``.
+
     >>> kl_score({"a": 1, "b": 1}, {"a": 1, "b": 1})
     1.0
+    >>> kl_score({"a": 1e308, "b": 1e308}, {"a": 0.6, "b": 0.4}) == kl_score(
+    ...     {"a": 1, "b": 1}, {"a": 0.6, "b": 0.4})
+    True
     """
-    gold_total = float(sum(gold.values())) if gold else 0.0
-    if gold_total <= 0:
+    p_hat, p_star = _distribution(pred), _distribution(gold)
+    if p_star is None:
         return None
-    pred_total = float(sum(pred.values())) if pred else 0.0
-    if pred_total <= 0:
+    if p_hat is None:
         return 0.0
-    keys = sorted(set(pred) | set(gold))
-    p_hat = np.array([pred.get(k, 0.0) for k in keys], dtype=float) / pred_total
-    p_star = np.array([gold.get(k, 0.0) for k in keys], dtype=float) / gold_total
-    kl = float(np.sum(rel_entr(p_hat, p_star)))
+    keys = sorted(set(p_hat) | set(p_star))
+    kl = float(
+        np.sum(
+            rel_entr(
+                np.array([p_hat.get(k, 0.0) for k in keys]),
+                np.array([p_star.get(k, 0.0) for k in keys]),
+            )
+        )
+    )
     return 0.0 if math.isinf(kl) else 1.0 / (1.0 + kl)
+
+
+def _distribution(values: Mapping[str, float]) -> dict[str, float] | None:
+    """``values / sum(values)``, computed as ``(v / max) / sum(v / max)``; ``None`` when all 0."""
+    arr = np.array(list(values.values()), dtype=float)
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(f"a distribution needs finite values >= 0; found {dict(values)}")
+    top = float(arr.max()) if arr.size else 0.0
+    if top <= 0:
+        return None
+    scaled = arr / top
+    return dict(zip(values, (scaled / scaled.sum()).tolist(), strict=True))
 
 
 def frequency_tier_weights(

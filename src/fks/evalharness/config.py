@@ -5,6 +5,12 @@
 (``configs/*.yaml`` is already package data), deep-merges an optional override file onto it and
 validates the result. A bad value raises :class:`~fks.errors.FksInputError` naming the file and
 the field.
+
+Weights are refused at load, never repaired at scoring time (issue 28): every number must be
+finite; a dimension weight (``weights``, ``bucket_weight_overrides``) must be >= 0 and every
+bucket must keep one > 0; a D6 weight (``dimensions.d6_tier_weights``,
+``dimensions.d6_label_weights``) must be > 0. Otherwise a weighted mean ``sum w x / sum w``
+can be 0/0 -- before issue 28 all-zero D6 label weights wrote NaN and scored 0.
 """
 
 from __future__ import annotations
@@ -13,7 +19,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from fks.configs import deep_merge
 from fks.errors import FksInputError
@@ -45,7 +58,23 @@ AxisKey = Literal["L", "D", "F", "N", "C", "I"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def _weight_table(
+    values: list[float] | dict[str, float], what: str, *, positive: bool = False
+) -> None:
+    """Refuse a weight table with a negative entry or no positive one (``sum w = 0``).
+
+    ``positive``: every entry must be > 0 (the D6 label weights: §1 gives 2.0 / 1.0 / 0.5, and
+    a case whose labels all weighed 0 would have ``F1^w = 0 / 0``).
+    """
+    items = list(values.items()) if isinstance(values, dict) else list(enumerate(values))
+    bad = [k for k, w in items if (w <= 0 if positive else w < 0)]
+    if bad:
+        raise ValueError(f"{what} must be {'> 0' if positive else '>= 0'}; found for {bad}")
+    if items and not any(w > 0 for _, w in items):
+        raise ValueError(f"{what} are all 0: the weighted mean sum(w x) / sum(w) is undefined")
 
 
 class BucketSpec(_Strict):
@@ -152,6 +181,18 @@ class DimensionSettings(_Strict):
     d10_min_post_fraud: int = Field(5, ge=0)
     d10_min_healthy_controls: int = Field(15, ge=0)
 
+    @field_validator("d6_tier_weights")
+    @classmethod
+    def _tiers(cls, v: tuple[float, float, float]) -> tuple[float, float, float]:
+        _weight_table(list(v), "D6 tier weights", positive=True)
+        return v
+
+    @field_validator("d6_label_weights")
+    @classmethod
+    def _labels(cls, v: dict[str, float]) -> dict[str, float]:
+        _weight_table(v, "D6 label weights", positive=True)
+        return v
+
 
 class HarnessConfig(_Strict):
     """``harness.yaml``: weights, buckets, bootstrap, split, IAA, degradation, dimensions."""
@@ -173,15 +214,29 @@ class HarnessConfig(_Strict):
     degradation: DegradationSettings = DegradationSettings()
     dimensions: DimensionSettings
 
+    @field_validator("weights")
+    @classmethod
+    def _weights(cls, v: dict[str, float]) -> dict[str, float]:
+        _weight_table(v, "weights")
+        return v
+
+    @field_validator("bucket_weight_overrides")
+    @classmethod
+    def _overrides(cls, v: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        for bucket, table in v.items():
+            negative = [d for d, w in table.items() if w < 0]
+            if negative:
+                raise ValueError(f"{bucket}: weights must be >= 0; negative for {negative}")
+        return v
+
     @model_validator(mode="after")
     def _complete(self) -> HarnessConfig:
         missing = [d for d in DIMENSION_IDS if d not in self.weights]
         if missing:
             raise ValueError(f"weights missing for {missing}")
-        for table in (self.weights, *self.bucket_weight_overrides.values()):
-            negative = [d for d, w in table.items() if w < 0]
-            if negative:
-                raise ValueError(f"weights must be >= 0; negative for {negative}")
+        for bucket in BUCKET_LABELS:
+            if not any(w > 0 for w in self.weights_for(bucket).values()):
+                raise ValueError(f"every dimension weight of bucket {bucket} is 0")
         absent = [b for b in BUCKET_LABELS if b not in self.buckets]
         if absent:
             raise ValueError(f"buckets missing {absent}")

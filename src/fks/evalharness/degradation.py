@@ -7,7 +7,14 @@ For each bucket and dimension reported in both the baseline and the current batc
     \Delta_{bucket, dim} = (Score^{baseline} - Score^{current}) / Score^{baseline}
 
 on the bucket's dimension medians; ``Delta >= 0.15`` is a degradation signal. (A baseline
-median of 0 leaves Delta undefined and is skipped.)
+median of 0 leaves Delta undefined and is skipped.) The medians count a dimension as the case
+score does (:func:`~fks.evalharness.aggregate.dimension_cell_values`): a case where it could
+not be computed but stays in the fixed denominator counts 0, with the failure pattern
+``not_computed``. A baseline cell that the current report lacks although the bucket's case
+scores carry the dimension -- computed last quarter, now gated out or unweighted in every case
+-- is compared against 0 (``Delta = 1``) and marked ``current_state: "not_computed"``: the
+bucket's case scores changed meaning, and §6 must say so (issue 28; before it, such a cell
+was skipped and no flag was raised).
 
 **The baseline is checked** (:func:`check_baseline`): §6 takes "last quarter's score of the same
 bucket x dimension; monthly increments do not enter the baseline". Every run writes a
@@ -44,6 +51,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fks.errors import FksInputError
+from fks.evalharness.aggregate import dimension_cell_values
 from fks.evalharness.config import DegradationSettings
 from fks.evalharness.schema import BatchReport, BucketReport, CaseScore, DegradationFlag
 
@@ -75,11 +83,16 @@ def delta_ratio(baseline: float, current: float) -> float | None:
 
 
 def failure_pattern(case: CaseScore, dim: str) -> str:
-    """Return the weakest formula component of ``dim`` in ``case`` (``"composite"``: none)."""
+    """Return the weakest formula component of ``dim`` in ``case`` (``"composite"``: none).
+
+    A dimension without a score (kept in the denominator at 0) fails as ``"not_computed"``.
+    """
     from fks.evalharness.dimensions import COMPOSITE_WEIGHTS
 
     ds = case.dimensions.get(dim)  # type: ignore[call-overload]
     comps = ds.components if ds is not None else {}
+    if ds is not None and ds.raw_score is None:
+        return "not_computed"
     vals = {
         k: float(comps[k])
         for k in COMPOSITE_WEIGHTS.get(dim, {})
@@ -102,32 +115,35 @@ def degradation_review(
         base = baseline.bucket_reports.get(bucket)  # type: ignore[call-overload]
         if base is None:
             continue
-        for dim, cur in rep.dimension_medians.items():
-            if dim not in base.dimension_medians:
-                continue
-            b = base.dimension_medians[dim]
-            delta = delta_ratio(b, cur)
+        carried = {d for cs in case_scores if cs.bucket_label == bucket for d in cs.dimensions}
+        for dim, b in base.dimension_medians.items():
+            cur = rep.dimension_medians.get(dim)  # type: ignore[call-overload]
+            if cur is None and dim not in carried:
+                continue  # not reported on either side of the comparison
+            delta = delta_ratio(b, 0.0 if cur is None else cur)
             if delta is not None and delta >= settings.threshold:
-                found.append(
-                    {
-                        "bucket_label": bucket,
-                        "dimension_id": dim,
-                        "baseline_score": b,
-                        "current_score": cur,
-                        "delta_ratio": delta,
-                    }
-                )
+                cell = {
+                    "bucket_label": bucket,
+                    "dimension_id": dim,
+                    "baseline_score": b,
+                    "current_score": 0.0 if cur is None else cur,
+                    "delta_ratio": delta,
+                }
+                if cur is None:
+                    cell["current_state"] = "not_computed"
+                found.append(cell)
     # failing cases per (dim, pattern) -> {bucket: [case ids]}
     by_pattern: dict[tuple[str, str], dict[str, list[str]]] = {}
     for cell in found:
         bucket, dim = cell["bucket_label"], cell["dimension_id"]
         limit = (1.0 - settings.threshold) * cell["baseline_score"]
         patterns: dict[str, list[str]] = {}
-        for cs in case_scores:
-            ds = cs.dimensions.get(dim)  # type: ignore[call-overload]
-            if cs.bucket_label != bucket or ds is None or ds.raw_score is None:
-                continue
-            if ds.raw_score <= limit:
+        members = [cs for cs in case_scores if cs.bucket_label == bucket]
+        values = dimension_cell_values(members, dim)
+        lost = cell.get("current_state") == "not_computed"
+        for cs in members:
+            value = values.get(cs.case_id)
+            if lost or (value is not None and value <= limit):
                 patterns.setdefault(failure_pattern(cs, dim), []).append(cs.case_id)
         cell["failing_cases"] = patterns
         for pat, ids in patterns.items():
@@ -226,13 +242,7 @@ def _cells(report: BatchReport, case_scores: Sequence[CaseScore] | None) -> dict
         out[b] = {}
         for d, med in rep.dimension_medians.items():
             n = (
-                sum(
-                    1
-                    for c in case_scores
-                    if c.bucket_label == b
-                    and (ds := c.dimensions.get(d)) is not None  # type: ignore[call-overload]
-                    and ds.raw_score is not None
-                )
+                len(dimension_cell_values([c for c in case_scores if c.bucket_label == b], d))
                 if case_scores is not None
                 else None
             )

@@ -761,7 +761,8 @@ def d7_s1_coupling(
     * ``F1_mode``: F1 of the predicted against the gold set of the five S1 modes.
     * ``Recall_multi``: share of the gold modes found (all co-occurring modes).
     * ``rho_s``: Spearman of ``s1.coupling_strength`` against the external label over the
-      case's bucket (a batch quantity, :class:`BatchContext`), clipped at 0.
+      case's bucket in the scored split (a batch quantity, :class:`BatchContext`; issue 28:
+      never another split's predictions), clipped at 0.
     * ``Hit_backtrig`` = correct back-triggers of M5/M6/M7 / back-triggers due.
     * Flag ``d7_base_rate_exceeded:<mode>`` when the case predicts a mode whose batch share
       exceeds 1.5 x its base rate.

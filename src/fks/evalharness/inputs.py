@@ -42,10 +42,11 @@ D11   ``harness.risk_budget`` + ``result.causal_graph`` (correlation_regime,
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "BucketLabel",
@@ -227,13 +228,20 @@ class GoldCausalGraph(CausalGraph):
 
 
 # ---------------------------------------------------------------------------- phase evidence
+#: the largest lead/lag a phase-matrix cell may hold: integers up to 2**53 are exact in float64,
+#: where D3's MAE is computed (an error past ``d3_mae_max_quarters`` already scores 0, so the
+#: bound only refuses cells no float holds, such as 10**400, which would overflow)
+PHASE_CELL_MAX = 2**53
+PhaseCell = Annotated[int, Field(ge=-PHASE_CELL_MAX, le=PHASE_CELL_MAX)]
+
+
 class PhaseEvidence(_In):
     """``S.phase_evidence`` (D3)."""
 
     clocks: dict[str, str] = Field(
         default_factory=dict, description="clock id (e.g. 'M3.t1') -> phase label (Acc_clock)"
     )
-    phase_matrix: dict[str, dict[str, int]] = Field(
+    phase_matrix: dict[str, dict[str, PhaseCell]] = Field(
         default_factory=dict,
         description="clock i -> clock j -> lead/lag in whole quarters (the MAE cells)",
     )
@@ -587,12 +595,18 @@ class RiskBudget(_In):
     )
     dominant_factor: str | None = Field(None, description="Acc_factor")
 
-    @model_validator(mode="after")
-    def _budget_nonnegative(self) -> RiskBudget:
-        neg = [k for k, v in self.budget.items() if v < 0]
+    @field_validator("budget")
+    @classmethod
+    def _budget_nonnegative(cls, budget: dict[str, float]) -> dict[str, float]:
+        neg = [k for k, v in budget.items() if v < 0]
         if neg:
             raise ValueError(f"budget[{neg[0]!r}] is negative")
-        return self
+        # issue 28: D11 normalises the budget by its total; a total past the float range
+        # (e.g. two entries of 1e308) is infinite in effect, and refused like any non-finite
+        # number (it used to normalise to zeros and earn the perfect KL term)
+        if not math.isfinite(sum(budget.values())):
+            raise ValueError("budget values sum past the float range (non-finite in effect)")
+        return budget
 
 
 class HarnessOutputs(_In):

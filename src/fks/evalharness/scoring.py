@@ -13,6 +13,15 @@
    the per-bucket ``annotation_low`` check;
 6. §6 degradation flags against an optional baseline report.
 
+**The split rule** (issue 28): a score of the scored split depends only on that split's
+predictions. Every statistic fitted on *predictions* -- the D7 coupling rho of a bucket, the
+§3.2 anchor full mark, the D6 batch F1 and ECE, the D7 base rates -- is taken over the scored
+split's cases alone. Statistics of the *gold file* alone, which no system answer can move,
+are benchmark properties and count the whole gold pool, as §1 and §3.3 ask (issue 22): the
+D6 frequency tiers, the D7 pool admission, the D10 minimum sample, the §3.3 bucket size, the
+anchor admission (kappa) and IAA. Before issue 28 the rho and the anchor full mark read
+every split, so one dev-split prediction moved a test-split case score.
+
 Batch-level flags that the §8.2 ``BatchReport`` has no field for (``d7_pool_not_admitted``,
 ``d10_insufficient_sample``) are listed, with their evidence, in ``details["batch_flags"]``;
 the per-case dimension flags carry the same names.
@@ -97,14 +106,15 @@ def batch_context(
     cfg: HarnessConfig,
     *,
     all_golds: Sequence[GoldRecord] | None = None,
-    bucket_pairs: Sequence[tuple[CaseRecord, GoldRecord]] | None = None,
 ) -> BatchContext:
     """D6 label weights, D7 coupling rho, base rates and pool admission, D10 sample check.
 
-    The §1 sample-size gates count the bucket, not the scored split (issue 22): the D7 pool
-    admission and the D10 minimum sample read ``all_golds`` (every gold row; default: the
-    pairs' golds), and the D7 coupling rho of a bucket is taken over ``bucket_pairs`` (every
-    gold case of the bucket that has a prediction, whatever its split; default: the pairs).
+    The §1 sample-size gates count the bucket, not the scored split (issue 22): the D6 tiers,
+    the D7 pool admission and the D10 minimum sample read ``all_golds`` (every gold row;
+    default: the pairs' golds) -- gold only. What reads predictions reads ``pairs`` only, the
+    scored split (issue 28, the split rule of the module docstring): the D7 coupling rho of a
+    bucket is taken over the bucket's scored cases, so a bucket with fewer than two distinct
+    gold coupling strengths in the split leaves D7 undefined (``d7_undefined:rho_coupling``).
     """
     d = cfg.dimensions
     if d.d6_label_weights:
@@ -120,7 +130,7 @@ def batch_context(
         weights = frequency_tier_weights(counts, tiers=d.d6_tier_weights) if counts else {}
     rho: dict[str, float | None] = {}
     by_bucket: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
-    for p, g in bucket_pairs if bucket_pairs is not None else pairs:
+    for p, g in pairs:
         if g.result.s1 is None or g.result.s1.coupling_strength is None:
             continue
         pred_map, gold_map = by_bucket.setdefault(g.bucket_label, ({}, {}))
@@ -275,18 +285,17 @@ def _with_percentiles(
 
 
 def _bucket_anchors(
-    cases: Mapping[str, CaseRecord],
     golds: Sequence[GoldRecord],
     cfg: HarnessConfig,
-    ctx: BatchContext,
     case_scores: Sequence[CaseScore],
 ) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
-    """§3.2 anchors per bucket, over every split: ``({bucket: {case_id: score}}, refused)``.
+    """§3.2 anchors per bucket: ``({bucket: {case_id: score}}, refused)``.
 
     An anchor (gold ``bucket_anchor``) is admitted when its ``iaa_kappa`` is >=
-    ``bucket_anchor_min_kappa`` and it has a prediction; anchors outside the scored split are
-    scored with the same batch context (their scores only set the bucket's full mark).
-    ``refused`` maps the other anchors to the reason.
+    ``bucket_anchor_min_kappa`` and it is scored in this split: the full mark is a statistic
+    of the system's answers, so (issue 28) an anchor of another split never sets it --
+    ``golds`` holds every gold row, and anchors outside the scored split are counted apart
+    (``refused`` maps them to ``"outside the scored split"``, the low-kappa ones to the reason).
     """
     scored = {c.case_id: c.aggregate_score for c in case_scores}
     out: dict[str, dict[str, float]] = {}
@@ -297,18 +306,10 @@ def _bucket_anchors(
         if g.iaa_kappa is None or g.iaa_kappa < cfg.bucket_anchor_min_kappa:
             refused[g.case_id] = f"iaa_kappa {g.iaa_kappa} < {cfg.bucket_anchor_min_kappa}"
             continue
-        if g.case_id in scored:
-            score = scored[g.case_id]
-        elif g.case_id in cases:
-            try:
-                score = score_case(cases[g.case_id], g, cfg, ctx)[1]
-            except CaseNotScorable:
-                refused[g.case_id] = "no dimension computed"
-                continue
-        else:
-            refused[g.case_id] = "no prediction"
+        if g.case_id not in scored:
+            refused[g.case_id] = "outside the scored split"
             continue
-        out.setdefault(g.bucket_label, {})[g.case_id] = score
+        out.setdefault(g.bucket_label, {})[g.case_id] = scored[g.case_id]
     return out, refused
 
 
@@ -489,18 +490,13 @@ def score_batch(
             "%d case(s) of split %s have no prediction; scored as empty", len(missing), split
         )
     pairs = [(cases.get(g.case_id) or CaseRecord(case_id=g.case_id), g) for g in selected]
-    ctx = batch_context(
-        pairs,
-        cfg,
-        all_golds=golds,
-        bucket_pairs=[(cases[g.case_id], g) for g in golds if g.case_id in cases],
-    )
+    ctx = batch_context(pairs, cfg, all_golds=golds)
     case_results = []
     for p, g in track(pairs, "scoring cases", total=len(pairs)):
         results, score = score_case(p, g, cfg, ctx)
         case_results.append((g, results, score))
     case_scores, case_pct = _with_percentiles(case_results, cfg, split)
-    anchor_scores, anchor_refused = _bucket_anchors(cases, golds, cfg, ctx, case_scores)
+    anchor_scores, anchor_refused = _bucket_anchors(golds, cfg, case_scores)
     low = _annotation_low(golds, cfg)
     bucket_sizes = Counter(g.bucket_label for g in golds)
     reports: dict[str, BucketReport] = {}

@@ -16,11 +16,14 @@ J-Lens, the sanity re-extraction, calibration) calls :func:`resolve_model_source
 
 A GGUF is dequantized by ``transformers`` (``from_pretrained(folder, gguf_file=...)``, needs the
 ``gguf`` package: ``pip install "fks[gguf]"``) once, into a plain safetensors checkpoint plus
-tokenizer under ``<cache>/gguf/<sha256 of the GGUF>/`` (``$FKS_CACHE``, else
-``~/.cache/fks``). ``save_pretrained`` refuses a GGUF-loaded model, so the weights are copied
-into a model built ``from_config``. The checkpoint is written into a temporary sibling folder and
-renamed into place after ``gguf_source.json`` (written last); a crash never leaves a half cache,
-and later loads take seconds instead of the ~45 s of dequantizing. The weights are stored in
+tokenizer under ``<cache>/gguf/<model>-<sha256 of the GGUF>/`` (``<model>``: the GGUF file's
+stem, :func:`cache_folder_name`; ``$FKS_CACHE``, else ``~/.cache/fks``; ``fks cache list``
+prints them). A folder of the earlier ``<sha256>/`` layout is renamed on first use, not
+converted again (:func:`_find_cached`). ``save_pretrained`` refuses a GGUF-loaded model, so
+the weights are copied into a model built ``from_config``. The checkpoint is written into a
+temporary sibling folder and renamed into place after ``gguf_source.json`` (written last); a
+crash never leaves a half cache, and later loads take seconds instead of the ~45 s of
+dequantizing. The weights are stored in
 float32, which holds every dequantized value exactly (GGUF block scales are float16); a bfloat16
 run casts them on load.
 
@@ -38,6 +41,7 @@ import importlib
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import struct
 import tempfile
@@ -61,6 +65,8 @@ __all__ = [
     "gguf_file_type",
     "gguf_sha256",
     "ensure_gguf_checkpoint",
+    "cache_root",
+    "cache_folder_name",
     "resolve_model_source",
 ]
 
@@ -258,6 +264,47 @@ def cache_root(cache_dir: str | Path | None = None) -> Path:
     return Path(cache_dir) if cache_dir is not None else fks_cache_dir() / "gguf"
 
 
+def cache_folder_name(gguf: str | Path, sha: str) -> str:
+    """``<model>-<sha256>``: the GGUF file's stem, sanitized, then its full sha256.
+
+    The stem keeps letters, digits, ``.``, ``_`` and ``-`` (anything else becomes ``-``, at
+    most 80 characters), so ``fks cache list`` and ``ls`` show which model a folder holds;
+    the sha256 stays the key.
+
+    >>> cache_folder_name("/m/SmolLM2 135M (Q4_1).gguf", "ab" * 32)[:24]
+    'SmolLM2-135M-Q4_1-ababab'
+    """
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(gguf).stem).strip(".-")[:80].strip(".-")
+    return f"{stem or 'model'}-{sha}"
+
+
+def _find_cached(root: Path, gguf: Path, sha: str) -> Path | None:
+    """Return the complete cached checkpoint of ``sha`` under ``root``, or None.
+
+    Decision (folders named before ``<model>-<sha256>``): the sha256 is the key, so a
+    complete folder for this GGUF is used whatever its name. A folder of the old layout
+    (``<sha256>`` alone) is renamed to the new name on first use, so it is neither converted
+    again (minutes) nor left anonymous; if the rename fails (read-only cache, a lost race) it
+    is used where it is. The same GGUF under another file name reuses the first folder.
+    """
+    final = root / cache_folder_name(gguf, sha)
+    if _is_complete(final, sha):
+        return final
+    old = root / sha
+    if _is_complete(old, sha):
+        try:
+            os.rename(old, final)
+            log.info("renamed the GGUF cache folder %s to %s", old.name, final.name)
+            return final
+        except OSError:
+            return old if _is_complete(old, sha) else (final if _is_complete(final, sha)
+                                                        else None)
+    for cand in sorted(root.glob(f"*-{sha}")) if root.is_dir() else []:
+        if _is_complete(cand, sha):
+            return cand
+    return None
+
+
 def _is_complete(folder: Path, sha: str) -> bool:
     info = folder / INFO_NAME
     try:
@@ -324,9 +371,10 @@ def ensure_gguf_checkpoint(gguf: str | Path, *, cache_dir: str | Path | None = N
     gguf = Path(gguf)
     sha = gguf_sha256(gguf)
     root = cache_root(cache_dir)
-    final = root / sha
-    if _is_complete(final, sha):
-        return final, read_json(final / INFO_NAME)
+    cached = _find_cached(root, gguf, sha)
+    if cached is not None:
+        return cached, read_json(cached / INFO_NAME)
+    final = root / cache_folder_name(gguf, sha)
     _require_gguf_package()
     import transformers
 

@@ -544,6 +544,34 @@ def generate_run(
     if retry_errors:
         log.info("dropped %d error/timeout rows to retry them", _drop_failed(gen_path))
     whole = getattr(backend, "regenerate_whole_batches", True)
+    try:
+        summary, stopped = _generate_into(gen_path, selected, model, batch_size, whole,
+                                          backend=backend, make=make,
+                                          max_new_tokens=gen.max_new_tokens,
+                                          on_batch=on_batch, retry_errors=retry_errors,
+                                          target=target)
+    except BaseException as exc:  # a full disk, a crash of the backend, Ctrl-C: not "running"
+        update_run_manifest(target, stage="generate", stage_info={
+            "status": "stopped", "stopped_early": f"{type(exc).__name__}: {exc}"[:500],
+            "finished_at": _now()})
+        raise
+    _finish_manifest(target, summary, stopped=stopped)
+    if stopped is not None:
+        url = backend.describe().get("url")
+        raise FksInputError(
+            f"stopped early{f' (server {url})' if url else ''}: {stopped}; "
+            f"{summary.n_existing + summary.n_written} of {summary.n_selected} queries are "
+            f"recorded in {gen_path}; fix the cause and rerun with --retry-errors",
+            field="backend")
+    return summary
+
+
+def _generate_into(gen_path: Path, selected: list[Query], model: str, batch_size: int,
+                   whole: bool, *, backend: GenerationBackend,
+                   make: Callable[[Query, GenerationOutput], GenerationRecord],
+                   max_new_tokens: int, on_batch: Any, retry_errors: bool, target: Path
+                   ) -> tuple[GenerateSummary, str | None]:
+    """Run the generation pass of :func:`generate_run`: append what is missing."""
     with JsonlAppender(gen_path) as out:
         if out.repaired_bytes:
             log.warning("cut a torn last line (%d bytes) from %s", out.repaired_bytes, gen_path)
@@ -556,24 +584,15 @@ def generate_run(
         try:
             new_counts = _generate_batches(
                 list(_pending_batches(selected, done, batch_size, whole=whole)),
-                backend=backend, out=out, make=make, max_new_tokens=gen.max_new_tokens,
+                backend=backend, out=out, make=make, max_new_tokens=max_new_tokens,
                 on_batch=on_batch)
         except _TooManyFailures as exc:
             new_counts, stopped = exc.counts, exc.reason
     if retry_errors:
         _restore_order(gen_path, selected)
     counts.update(new_counts)
-    summary = GenerateSummary(target, len(selected), len(done), sum(new_counts.values()),
-                              dict(counts))
-    _finish_manifest(target, summary, stopped=stopped)
-    if stopped is not None:
-        url = backend.describe().get("url")
-        raise FksInputError(
-            f"stopped early{f' (server {url})' if url else ''}: {stopped}; "
-            f"{summary.n_existing + summary.n_written} of {summary.n_selected} queries are "
-            f"recorded in {gen_path}; fix the cause and rerun with --retry-errors",
-            field="backend")
-    return summary
+    return GenerateSummary(target, len(selected), len(done), sum(new_counts.values()),
+                           dict(counts)), stopped
 
 
 def _finish_manifest(target: Path, summary: GenerateSummary, stopped: str | None = None
@@ -589,6 +608,10 @@ def _finish_manifest(target: Path, summary: GenerateSummary, stopped: str | None
         "n_selected": summary.n_selected,
         "counts_by_status": {s: summary.counts.get(s, 0) for s in ("ok", "error", "timeout")},
     })
+    if gen_path.is_file():
+        from fks.provenance import record_files
+
+        record_files(target, "generate", {}, [gen_path])
 
 
 # --------------------------------------------------------------------------------- merge

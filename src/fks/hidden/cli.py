@@ -77,18 +77,6 @@ def _generation_dtype(run: Path) -> str:
     return (read_run_manifest(run).get("backend") or {}).get("dtype") or "auto"
 
 
-def _check_weights(run: Path, backend: Any) -> None:
-    """Refuse weights other than those generation used (when both hashes are known)."""
-    from fks.generate.manifest import MANIFEST_NAME, read_run_manifest
-
-    recorded = read_run_manifest(run).get("weights_sha256")
-    loaded = backend.describe().get("weights_sha256")
-    if recorded and loaded and recorded != loaded:
-        raise FksInputError(f"the loaded weights (sha256 {loaded[:12]}...) are not those "
-                            f"generation used ({recorded[:12]}...)", path=run / MANIFEST_NAME,
-                            field="weights_sha256")
-
-
 def _load(path: str, *, device: str | None, dtype: str | None, revision: str | None,
           trust_remote_code: bool, device_map: str | None = None) -> Any:
     from fks.configs import current as get_configs
@@ -167,7 +155,6 @@ def extract_cmd(
     backend = _load(path, device=device, dtype=dtype or _generation_dtype(run), revision=revision,
                     trust_remote_code=trust_remote_code, device_map=device_map)
     _check_registry(entry, backend.model)
-    _check_weights(run, backend)
     n_layers, _ = model_dims(backend.model)
     extract_hidden(
         run, bench, backend.model, backend.tokenizer, model_name=name,
@@ -192,6 +179,9 @@ def extract_cmd(
             layers=parse_layers("window", n_layers, configs.metrics.layer_window_min_frac),
             batch_size=batch_size, max_prompt_len=configs.models.generation.max_prompt_len,
             overwrite=overwrite, model_info=backend.describe(), duplicate_sample=0)
+        from fks.provenance import record_files
+
+        record_files(run, "extract", {})  # the run's extract now includes the pool
 
 
 def jlens_cmd(
@@ -222,7 +212,6 @@ def jlens_cmd(
     backend = _load(path, device=device, dtype="float32", revision=revision,
                     trust_remote_code=trust_remote_code)
     _check_registry(entry, backend.model)
-    _check_weights(run, backend)
     n_layers, _ = model_dims(backend.model)
     run_jlens(
         run, bench, backend.model, backend.tokenizer, model_name=name, n_prompts=n_prompts,

@@ -313,7 +313,14 @@ def extract_hidden(
         FksInputError: no query to store, a layer out of range, or an existing store for a
             different model/benchmark/selection (names the query id or field).
     """
+    from fks.provenance import bind_weights, check_benchmark, record_files
+
     started = time.perf_counter()
+    info = model_info or {}
+    # one model and one benchmark per run (fks.provenance), whatever called this
+    bind_weights(run_dir, info.get("weights_sha256"), stage="extract",
+                 model_path=info.get("model_path"))
+    check_benchmark(run_dir, benchmark.checksum(), benchmark.root)
     plan = plan_extraction(benchmark, model, tokenizer, model_name=model_name, layers=layers,
                            reverse=reverse, recognition=recognition,
                            max_prompt_len=max_prompt_len, shard=shard)
@@ -321,11 +328,13 @@ def extract_hidden(
         from fks.generate.runner import shard_dir
 
         run_dir = shard_dir(Path(run_dir), shard)
+    _check_store_weights(Path(run_dir), info.get("weights_sha256"), overwrite=overwrite)
     writer = open_writer(run_dir, plan, overwrite=overwrite)
     if not isinstance(writer, HiddenWriter):
         log.info("hidden store in %s is already complete (%d rows)", run_dir, len(plan.rows))
         if duplicate_sample and not (Path(run_dir) / HIDDEN_DIR / DUPLICATE_PASS_NAME).is_file():
             duplicate_pass(run_dir, plan, model, n=duplicate_sample)
+        record_files(run_dir, "extract", {})
         return writer
     n_before = writer.n_done
     if n_before:
@@ -356,9 +365,29 @@ def extract_hidden(
         "shard": plan.identity.get("shard"),
         "seconds": round(time.perf_counter() - started, 3),
     })
+    record_files(run_dir, "extract", {})
     log.info("wrote %d query-end states x %d layers to %s", len(plan.rows), len(plan.layers),
              store_dir)
     return meta
+
+
+def _check_store_weights(run_dir: Path, loaded: str | None, *, overwrite: bool) -> None:
+    """Refuse to resume or keep a hidden store that other weights wrote.
+
+    The store's weights are ``meta.json``'s ``model_info.weights_sha256``; ``overwrite``
+    discards the store instead.
+    """
+    meta_path = run_dir / HIDDEN_DIR / "meta.json"
+    if overwrite or not loaded or not meta_path.is_file():
+        return
+    meta = read_json(meta_path)
+    stored = ((meta.get("model_info") or {}) if isinstance(meta, dict) else {}).get(
+        "weights_sha256")
+    if stored and stored != loaded:
+        raise FksInputError(f"this hidden store was written with weights {stored[:12]}..., "
+                            f"not the loaded {loaded[:12]}...; pass --overwrite to replace it "
+                            "(or use the model that wrote it)", path=meta_path,
+                            field="model_info.weights_sha256")
 
 
 def duplicate_pass(run_dir: str | Path, plan: ExtractionPlan, model: Any, *, n: int,

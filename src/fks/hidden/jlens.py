@@ -11,13 +11,18 @@ Under causal attention no earlier position depends on position ``T``, so the Jac
 prefix's states held fixed *is* the full Jacobian. :func:`fit_jlens` uses that:
 
 1. freeze the parameters; run tokens ``0..T-2`` once without gradients and keep the KV cache;
-2. repeat the cache ``B`` times and feed the last token ``B`` times (batch ``B``);
+2. feed the last token once (batch 1) on that cache;
 3. forward hooks add a zero tensor ``delta_l`` (requires grad) to each hooked block's output at
    the last position; the last block's raw output ``y`` (after its own delta) is captured;
-4. one forward pass, then ``ceil(d / B)`` backward passes: in pass ``k`` copy ``b`` receives
-   the one-hot ``grad_output`` ``e_{kB+b}``, so ``grad(delta_l)[b]`` is row ``kB+b`` of ``J^l``
-   -- for every layer at once (reverse mode: ``d`` vector-Jacobian products give all ``L``
-   Jacobians; forward mode would need ``d * L`` products).
+4. one forward pass, then ``ceil(d / B)`` backward passes, each vectorised over ``B`` one-hot
+   cotangents ``e_{kB+b}`` (``is_grads_batched``), so ``grad(delta_l)[b]`` is row ``kB+b`` of
+   ``J^l`` -- for every layer at once (reverse mode: ``d`` vector-Jacobian products give all
+   ``L`` Jacobians; forward mode would need ``d * L`` products). The backward stops at the
+   lowest requested layer; the blocks below it run forward once, for one row.
+
+Until issue 29 step 2 fed ``B`` copies of the last token (``method="batched"``, kept as a
+cross-check): the forward then ran ``B`` rows through every block, also those below the metric
+window, and was two thirds of the fit's time.
 
 ``J^{L-1}`` is therefore exactly the identity. Computation follows the model's dtype and the
 mean is accumulated in float32 (float64 for a float64 model); load the model in float32 --
@@ -186,7 +191,7 @@ def prompt_jacobians(
     layers: Sequence[int],
     *,
     batch_rows: int | None = None,
-    method: Literal["batched", "loop"] = "batched",
+    method: Literal["vmap", "batched", "loop"] = "vmap",
     accumulate: Mapping[int, Any] | None = None,
 ) -> dict[int, Any]:
     """Compute ``{l: d h^L_T / d h^l_T}`` (``(d, d)`` tensors) for one prompt.
@@ -197,9 +202,13 @@ def prompt_jacobians(
         layers: block indices.
         batch_rows: ``B``, Jacobian rows per backward pass (``batched``; default
             :func:`default_batch_rows`).
-        method: ``batched`` -- prefix cache, ``B`` copies of the last token, ``ceil(d/B)``
-            backward passes; ``loop`` -- the reference: the whole prompt, one backward pass
-            per output coordinate (``d`` passes). Both give the same matrices.
+        method: ``vmap`` (default) -- prefix cache, **one** copy of the last token forward,
+            then ``ceil(d/B)`` backward passes each vectorised over ``B`` one-hot cotangents
+            (``torch.autograd.grad(..., is_grads_batched=True)``); ``batched`` -- the same but
+            the forward runs ``B`` copies of the last token (issue 29: the forward through
+            every block, also those below the first requested layer, was two thirds of the
+            time); ``loop`` -- the reference: the whole prompt, one backward pass per output
+            coordinate (``d`` passes). All give the same matrices (to float32 rounding).
         accumulate: ``{l: (d, d) tensor}`` to add the Jacobians into (and return), instead of
             new tensors in the model's dtype -- saves one ``L x d x d`` buffer.
     """
@@ -211,20 +220,21 @@ def prompt_jacobians(
     dtype = next(model.parameters()).dtype
     tokens = torch.tensor([list(ids)], dtype=torch.long, device=device)
     T = tokens.shape[1]
+    if method not in ("vmap", "batched", "loop"):
+        raise ValueError(f"method must be 'vmap', 'batched' or 'loop', not {method!r}")
+    B = 1 if method == "loop" else min(d, batch_rows or default_batch_rows(d))
+    copies = B if method == "batched" else 1  # rows of the forward pass
     if method == "loop":
-        B, inputs = 1, {"input_ids": tokens, "use_cache": False}
-    elif method == "batched":
-        B = min(d, batch_rows or default_batch_rows(d))
+        inputs = {"input_ids": tokens, "use_cache": False}
+    else:
         inputs = {
-            "input_ids": tokens[:, -1:].expand(B, 1),
-            "position_ids": torch.full((B, 1), T - 1, dtype=torch.long, device=device),
+            "input_ids": tokens[:, -1:].expand(copies, 1),
+            "position_ids": torch.full((copies, 1), T - 1, dtype=torch.long, device=device),
             "use_cache": True,
         }
         if T > 1:
-            inputs[_cache_kwarg(model)] = _prefix_cache(model, tokens[:, :-1], B)
-    else:
-        raise ValueError(f"method must be 'batched' or 'loop', not {method!r}")
-    deltas = {x: torch.zeros(B, 1, d, dtype=dtype, device=device, requires_grad=True)
+            inputs[_cache_kwarg(model)] = _prefix_cache(model, tokens[:, :-1], copies)
+    deltas = {x: torch.zeros(copies, 1, d, dtype=dtype, device=device, requires_grad=True)
               for x in layers}
     with _DeltaHooks(blocks, deltas) as hooks:
         y = hooks.run(model, **inputs, **last_logits_kwargs(model))
@@ -234,12 +244,20 @@ def prompt_jacobians(
     n_pass = math.ceil(d / B)
     for k in range(n_pass):
         rows = torch.arange(k * B, min((k + 1) * B, d), device=device)
-        grad_out = torch.zeros(B, d, dtype=dtype, device=device)
-        grad_out[torch.arange(len(rows), device=device), rows] = 1
+        one_hot = torch.arange(len(rows), device=device)
+        if method == "vmap":  # cotangents (n, 1, d) over one forward row: vectorised VJPs
+            grad_out = torch.zeros(len(rows), 1, d, dtype=dtype, device=device)
+            grad_out[one_hot, 0, rows] = 1
+        else:
+            grad_out = torch.zeros(B, d, dtype=dtype, device=device)
+            grad_out[one_hot, rows] = 1
         grads = torch.autograd.grad(y, [deltas[x] for x in order], grad_outputs=grad_out,
-                                    retain_graph=k < n_pass - 1)
+                                    retain_graph=k < n_pass - 1,
+                                    is_grads_batched=method == "vmap")
         for x, g in zip(order, grads, strict=True):
-            out[x][rows] += g[: len(rows), 0, :].to(out[x].dtype)
+            # vmap: (n, 1, 1, d); batched and loop: (B, 1, d)
+            g = g.reshape(-1, d)
+            out[x][rows] += g[: len(rows)].to(out[x].dtype)
     return out
 
 
@@ -251,7 +269,7 @@ def fit_jlens(
     *,
     max_prompt_len: int = 192,
     batch_rows: int | None = None,
-    method: Literal["batched", "loop"] = "batched",
+    method: Literal["vmap", "batched", "loop"] = "vmap",
 ) -> dict[int, np.ndarray]:
     """Mean Jacobian transport over ``prompts`` (spec §7.3): ``{layer: J}``, ``z = J @ h``.
 
@@ -264,7 +282,8 @@ def fit_jlens(
         max_prompt_len: the protocol's prompt cap.
         batch_rows: Jacobian rows per backward pass (memory knob; default
             :func:`default_batch_rows`).
-        method: ``batched`` (default) or the per-coordinate ``loop`` reference.
+        method: ``vmap`` (default), ``batched`` or the per-coordinate ``loop`` reference
+            (:func:`prompt_jacobians`).
 
     Returns:
         ``{l: (d, d) float32 array}``, the mean over prompts of ``d h^L / d h^l`` at the last
@@ -467,12 +486,21 @@ def run_jlens(
     identity = {"model": model_name, "layers": layers, "prompt_version": PROMPT_VERSION,
                 "sample_query_ids": [q.query_id for q in sample], "seed": seed,
                 "max_prompt_len": max_prompt_len}
+    from fks.provenance import bind_weights, check_benchmark, record_files
+
+    weights = (model_info or {}).get("weights_sha256")
+    bind_weights(run_dir, weights, stage="jlens", model_path=(model_info or {}).get("model_path"))
+    check_benchmark(run_dir, benchmark.checksum(), benchmark.root)
     existing = Path(run_dir) / JLENS_DIR / _MANIFEST
     if existing.is_file() and not overwrite:
         old = read_json(existing)
         differs = next((k for k, v in identity.items() if old.get(k) != v), None)
+        old_weights = (old.get("model_info") or {}).get("weights_sha256")
+        if differs is None and weights and old_weights and old_weights != weights:
+            differs = "model_info.weights_sha256"
         if differs is None:
             log.info("J-Lens fit in %s is already complete", existing.parent)
+            record_files(run_dir, "jlens", {})
             return old
         raise FksInputError(f"an existing J-Lens fit has a different {differs}; pass --overwrite "
                             "to replace it", path=existing, field=differs)
@@ -483,7 +511,7 @@ def run_jlens(
         "n": len(sample),
         "n_layers": n_layers,
         "stratified_by": ["relation", "condition_family"],
-        "method": "prefix-cached batched reverse mode",
+        "method": "prefix-cached reverse mode, one forward row, vectorised VJPs",
         "batch_rows": min(d, batch_rows or default_batch_rows(d)),
         "compute_dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
         "h_L": "raw output of the last decoder block (before the final norm), last prompt token",
@@ -496,4 +524,5 @@ def run_jlens(
         "model": model_name, "n": len(sample), "layers": layers, "seconds": info["seconds"],
         "manifest_sha256": sha256_file(out / _MANIFEST),
     })
+    record_files(run_dir, "jlens", {})
     return manifest

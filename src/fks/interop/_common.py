@@ -181,6 +181,9 @@ def write_imported_run(
         "file": GENERATIONS_NAME, "sha256": sha256_file(gen_path), "n_records": len(records),
         "n_selected": len(records), "counts_by_status": counts,
     })
+    from fks.provenance import record_files
+
+    record_files(run_dir, "generate", {}, [gen_path])
     ctx = PipelineContext(run_dir, model, model_path or "", bench, configs)
     record_stage(ctx, "generate", seconds=0.0, reason="imported")
     log.info("%s: imported %d generations from %s (%s)", run_dir, len(records), log_path, tool)

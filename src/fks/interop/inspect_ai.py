@@ -246,6 +246,10 @@ def read_inspect_log(path: str | Path, bench: Benchmark, *, configs: ConfigSet
                                                             sample.error))[:500]))
             continue
         out = sample.output
+        if out is None or not getattr(out, "choices", None):  # stop_reason would IndexError
+            raise FksInputError("expected the sample's model output (at least one choice), "
+                                "found none, and no error is recorded for the sample",
+                                path=path, line=pos, field="samples.output.choices")
         stop = getattr(out, "stop_reason", None)
         answers.append(ImportedAnswer(qid, out.completion, pos, finish_reason={
             "max_tokens": "length", "stop": "stop"}.get(stop)))

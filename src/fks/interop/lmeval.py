@@ -55,7 +55,7 @@ from fks.interop._common import (
     match_queries,
     write_imported_run,
 )
-from fks.io import atomic_write_jsonl, atomic_write_text, iter_jsonl
+from fks.io import atomic_write_jsonl, atomic_write_text, iter_jsonl, read_json
 
 __all__ = ["QUERIES_NAME", "export_lmeval", "read_lmeval_samples", "import_lmeval"]
 
@@ -203,16 +203,23 @@ def read_lmeval_samples(path: str | Path, bench: Benchmark, *, configs: ConfigSe
 
 
 def _tool_info(samples: Path) -> dict[str, Any]:
-    """lm-eval's version and model args from the ``results_*.json`` beside the samples."""
-    import json
+    """lm-eval's version and model args from the ``results_*.json`` beside the samples.
 
+    The results file is optional (none: ``{}``), but one that is there is read like every
+    input: not JSON, not an object, or a ``config`` that is not an object is exit 2 naming
+    it, since what it says is recorded as the run's provenance.
+    """
     stamp = samples.stem.rsplit("_", 1)[-1]
     for cand in sorted(samples.parent.glob(f"results_{stamp}*.json")):
-        try:
-            data = json.loads(cand.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
+        data = read_json(cand)
+        if not isinstance(data, dict):
+            raise FksInputError(f"expected an lm-eval results object, found "
+                                f"{type(data).__name__}", path=cand)
         cfg = data.get("config") or {}
+        if not isinstance(cfg, dict):
+            raise FksInputError(f"expected an object (lm-eval's run config), found "
+                                f"{type(cfg).__name__} {str(cfg)[:60]!r}", path=cand,
+                                field="config")
         return {"tool_version": data.get("lm_eval_version"), "model": cfg.get("model"),
                 "model_args": cfg.get("model_args"), "results_file": str(cand.resolve())}
     return {}
@@ -230,7 +237,7 @@ def import_lmeval(samples: str | Path, bench: Benchmark, out: str | Path, *,
         parts = dict(p.split("=", 1) for p in args.split(",") if "=" in p)
         model_path = parts.get("pretrained")
     elif isinstance(args, dict):
-        model_path = args.get("pretrained")
+        model_path = None if args.get("pretrained") is None else str(args["pretrained"])
         if args.get("dtype") is not None:
             info["dtype"] = str(args["dtype"])  # recorded as generation_config.dtype_used
     return write_imported_run(out, bench, answers, configs=configs, log_path=samples,

@@ -10,7 +10,7 @@
 * :func:`judge_run` -- ``fks judge RUN``; :func:`judge_agreement` -- ``fks judge agreement``.
 """
 
-from fks.judge._agreement import compare_labels, judge_agreement
+from fks.judge._agreement import NoOverlap, compare_labels, judge_agreement, validate_labels
 from fks.judge._alias import AliasJudge, assign_alias
 from fks.judge._correctness import Reference, cluster_correctness, mark_clusters
 from fks.judge._lexicon import (
@@ -59,6 +59,7 @@ __all__ = [
     "JudgeOutput",
     "JudgeOutputError",
     "LLMJudge",
+    "NoOverlap",
     "Reference",
     "Resolution",
     "analysis_group",
@@ -78,6 +79,7 @@ __all__ = [
     "chat_formatter",
     "mark_clusters",
     "parse_judge_output",
+    "validate_labels",
     "read_scored",
     "register_judge",
     "semantic_key",

@@ -26,6 +26,12 @@ answers present in both (per ``B`` row; ``A``'s fact ids and analysis groups are
   (the product's scorable-fact rule, see :func:`_bcs_gap`); the mean absolute difference, both
   means, and how many facts only one labeling can score.
 
+**Both sides must be of one benchmark** (issue 28: two benchmarks' files used to match on
+``query_id`` alone, 815 "common" rows). When both files sit in run directories whose
+``evaluation_manifest.json`` records ``benchmark.checksum``, the checksums must be equal; and a
+matched ``B`` row that names the query's ``fact_id``, ``relation``, ``condition_family`` or
+``language`` must name the same as ``A``'s row. Otherwise exit 2 naming both files.
+
 ``split`` (``--split dev|test``) keeps only the ``B`` rows whose ``split`` field has that
 value. :func:`judge_agreement` also measures the five-label scorer's labels found in the
 judged file (``label``: ``correct``/``incorrect`` are ANSWER with correctness
@@ -53,7 +59,15 @@ from fks.judge._lexicon import semantic_key
 from fks.judge._run import analysis_group
 from fks.metrics.stats import cohen_kappa, krippendorff_alpha_nominal
 
-__all__ = ["judge_agreement", "LabelRow", "compare_labels"]
+__all__ = ["judge_agreement", "LabelRow", "NoOverlap", "compare_labels", "validate_labels"]
+
+
+class NoOverlap(FksInputError):
+    """The two files share no answer (in the split asked for).
+
+    A judged file and labels of other runs: ``fks report --labels`` skips that run (every
+    other input error is exit 2).
+    """
 
 
 class LabelRow(BaseModel):
@@ -71,13 +85,15 @@ class LabelRow(BaseModel):
     split: str | None = None
 
 
-def _read_labels(path: Path, models: set[str]) -> dict[str, LabelRow]:
+def _read_labels(path: Path, models: set[str],
+                 first_line: dict[str, int] | None = None) -> dict[str, LabelRow]:
     """Read a labelled sample keyed like the judged file (see :func:`_key`).
 
     A row naming a ``model`` not in ``models`` (another run's answers) is left out.
+    ``first_line`` (filled when given) maps each key to its line.
     """
     rows: dict[str, LabelRow] = {}
-    first_line: dict[str, int] = {}
+    first_line = {} if first_line is None else first_line
     one = next(iter(models)) if len(models) == 1 else None
     for line, row in iter_jsonl(path, LabelRow):
         assert isinstance(row, LabelRow)
@@ -91,6 +107,72 @@ def _read_labels(path: Path, models: set[str]) -> dict[str, LabelRow]:
         rows[key] = row
         first_line[key] = line
     return rows
+
+
+#: the fields that tie a row to its benchmark query (compared where both sides have them)
+IDENTITY_FIELDS = ("fact_id", "relation", "condition_family", "language")
+
+
+def _benchmark_checksum(path: Path) -> tuple[str | None, Path]:
+    """``benchmark.checksum`` of the run manifest beside ``path`` (None without one)."""
+    from fks.generate.manifest import MANIFEST_NAME, read_run_manifest
+
+    manifest = path.parent / MANIFEST_NAME
+    if not manifest.is_file():
+        return None, manifest
+    bench = read_run_manifest(path.parent).get("benchmark")
+    checksum = bench.get("checksum") if isinstance(bench, dict) else None
+    return (checksum if isinstance(checksum, str) else None), manifest
+
+
+def _same_benchmark(judged: Path, other: Path, a_ids: dict[str, tuple[int, dict[str, Any]]],
+                    b: dict[str, LabelRow], b_lines: dict[str, int]) -> None:
+    """Refuse two files of different benchmarks (manifest checksums, then each matched row).
+
+    Raises:
+        FksInputError: the manifests' checksums differ, or a matched row of ``other`` names
+            another fact, relation, family or language than ``judged``'s row (file:line).
+    """
+    (ca, ma), (cb, mb) = _benchmark_checksum(judged), _benchmark_checksum(other)
+    if ca is not None and cb is not None and ca != cb:
+        raise FksInputError(
+            f"benchmark {cb[:12]}... is not the benchmark of {judged} ({ca[:12]}..., {ma}): "
+            "the two files answer different queries", path=mb, field="benchmark.checksum")
+    for key, row in b.items():
+        if key not in a_ids:
+            continue
+        a_line, ident = a_ids[key]
+        theirs = {**(row.model_extra or {}), "condition_family": row.condition_family}
+        for name in IDENTITY_FIELDS:
+            value = theirs.get(name)
+            if value is not None and value != ident[name]:
+                raise FksInputError(
+                    f"query {row.query_id!r} is {name} {value!r} here but {ident[name]!r} in "
+                    f"{judged}:{a_line}: the two files are of different benchmarks",
+                    path=other, line=b_lines[key], field=name)
+
+
+def validate_labels(path: str | Path) -> int:
+    """Validate a labelled sample on its own (``fks report --labels F``); return its row count.
+
+    Every row must be a :class:`LabelRow` and ``(model, query_id)`` unique.
+
+    Raises:
+        FksInputError: a missing or malformed file, a bad row or a duplicate (file, line,
+            field), or a file without any row.
+    """
+    path = Path(path)
+    first: dict[str, int] = {}
+    for line, row in iter_jsonl(path, LabelRow):
+        assert isinstance(row, LabelRow)
+        key = _key(row.model, row.query_id)
+        if key in first:
+            raise FksInputError(f"duplicate query {row.query_id!r} (first on line "
+                                f"{first[key]})", path=path, line=line, field="query_id")
+        first[key] = line
+    if not first:
+        raise FksInputError("no labelled row", path=path)
+    return len(first)
 
 
 def _key(model: str | None, query_id: str) -> str:
@@ -269,14 +351,18 @@ def judge_agreement(judged: str | Path, other: str | Path, *, split: str | None 
         split: keep only ``other``'s rows whose ``split`` is this (``dev``/``test``).
 
     Raises:
-        FksInputError: a bad row in either file (file, line, field), or no overlap at all.
+        FksInputError: a bad row in either file (file, line, field), files of two benchmarks
+            (:func:`_same_benchmark`), or no overlap at all.
     """
     judged, other = Path(judged), Path(other)
     a: dict[str, LabelRow] = {}
     scorer: dict[str, LabelRow] = {}
     groups: dict[str, str] = {}
-    for _, rec in iter_jsonl(judged, JudgedRecord):
+    a_ids: dict[str, tuple[int, dict[str, Any]]] = {}
+    for a_line, rec in iter_jsonl(judged, JudgedRecord):
         assert isinstance(rec, JudgedRecord)
+        a_ids[_key(rec.model, rec.query_id)] = (
+            a_line, {name: getattr(rec, name) for name in IDENTITY_FIELDS})
         extra = rec.model_extra or {}
         own = extra.get("judge_answer", rec.extracted_answer) if "judge_answer" in extra \
             else rec.extracted_answer
@@ -292,12 +378,14 @@ def judge_agreement(judged: str | Path, other: str | Path, *, split: str | None 
         groups[_key(rec.model, rec.query_id)] = f"{rec.model}|{rec.fact_id}|" + analysis_group(
             rec.use_for_main_forward, rec.use_for_reverse_analysis,
             rec.use_for_recognition_analysis, rec.condition_family)
-    b = _read_labels(other, {k.split("\x1f", 1)[0] for k in a})
+    b_lines: dict[str, int] = {}
+    b = _read_labels(other, {k.split("\x1f", 1)[0] for k in a}, b_lines)
+    _same_benchmark(judged, other, a_ids, b, b_lines)
     if split is not None:
         b = {q: r for q, r in b.items() if r.split == split}
     result = compare_labels(a, b, groups)
     if result["n_overlap"] == 0:
-        raise FksInputError(f"no query_id in common with {judged}"
+        raise NoOverlap(f"no query_id in common with {judged}"
                             + (f" in split {split!r}" if split else ""), path=other,
                             field="query_id")
     out: dict[str, Any] = {"a": str(judged), "b": str(other), "split": split, **result}

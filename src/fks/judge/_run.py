@@ -272,8 +272,11 @@ def _summarise(rows: list[dict[str, Any]], grouped: _Grouped, counts: Counter[st
     }
 
 
-def read_scored(path: Path, bench: Benchmark) -> list[ScoredRecord]:
+def read_scored(path: Path, bench: Benchmark, protocol: Any = None) -> list[ScoredRecord]:
     """Read and check ``scored.jsonl``: schema, query ids known to the benchmark, facts match.
+
+    ``protocol``: a :class:`fks.provenance.ProtocolCheck` called on every row (one prompt
+    version and decoding protocol per run); None: the rows are checked against each other.
 
     Raises:
         FksInputError: naming the file, line and field of the first bad row.
@@ -281,8 +284,13 @@ def read_scored(path: Path, bench: Benchmark) -> list[ScoredRecord]:
     queries = {q.query_id: q for q in bench.queries}
     seen: dict[tuple[str, str], int] = {}
     records: list[ScoredRecord] = []
+    if protocol is None:
+        from fks.provenance import ProtocolCheck
+
+        protocol = ProtocolCheck(path)
     for line, rec in iter_jsonl(path, ScoredRecord):
         assert isinstance(rec, ScoredRecord)
+        protocol(line, rec)
         q = queries.get(rec.query_id)
         if q is None:
             raise FksInputError(f"query {rec.query_id!r} is not in the benchmark "
@@ -323,9 +331,13 @@ def judge_run(run_dir: str | Path, benchmark: str | Path | Benchmark, judge: Jud
 
 def _judge_run(run_dir: Path, benchmark: str | Path | Benchmark, judge: Judge,
                shard: tuple[int, int] | None) -> dict[str, Any]:
+    from fks.provenance import ProtocolCheck, check_benchmark, check_inputs, record_files
+
     bench = benchmark if isinstance(benchmark, Benchmark) else load_benchmark(benchmark)
     scored = run_dir / "scored.jsonl"
-    records = read_scored(scored, bench)
+    inputs = check_inputs(run_dir, "judge", [scored.name])
+    check_benchmark(run_dir, bench.checksum(), bench.root)
+    records = read_scored(scored, bench, ProtocolCheck.for_run(run_dir, scored))
     target = run_dir
     if shard is not None:
         from fks.generate.runner import benchmark_shards, shard_dir
@@ -353,6 +365,8 @@ def _judge_run(run_dir: Path, benchmark: str | Path | Benchmark, judge: Judge,
     if shard is not None:
         info["shard"] = list(shard)
     update_run_manifest(target, stage="judge", stage_info=info)
+    # a shard's own folder records only its output (the merge records the run's chain)
+    record_files(target, "judge", inputs if shard is None else {}, [out])
     log.info("judged %d records (%d review required) -> %s", counts["records"],
              counts["review_required"], out)
     return info

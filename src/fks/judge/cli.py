@@ -5,30 +5,22 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from typer.core import TyperGroup
+
+from fks.cli_routing import default_run_group
 
 log = logging.getLogger("fks")
 
 
-class _DefaultRunGroup(TyperGroup):
-    """A group whose first argument, when it is not a subcommand, goes to ``run``.
-
-    So ``fks judge RUN --benchmark DIR`` means ``fks judge run RUN --benchmark DIR`` while
-    ``fks judge agreement A B`` still reaches ``agreement``.
-    """
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
-            args = ["run", *args]
-        return super().parse_args(ctx, args)
-
-
 judge_app = typer.Typer(
-    cls=_DefaultRunGroup,
-    help="Cluster answers (reference-blind) and mark cluster correctness (spec §3).",
+    cls=default_run_group("scored.jsonl"),
+    help="Cluster answers (reference-blind) and mark cluster correctness (spec §3). "
+    "`fks judge RUN` means `fks judge run RUN`. A first argument that names a subcommand is "
+    "that subcommand, unless a run directory of that name exists (holding scored.jsonl or "
+    "evaluation_manifest.json) and the subcommand would lack its arguments: with a folder "
+    "./run, `fks judge run --benchmark B` judges ./run.",
     no_args_is_help=True,
 )
 

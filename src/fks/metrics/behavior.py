@@ -303,19 +303,40 @@ class JudgedColumns:
         )
 
 
-def load_judged(path: str | Path) -> JudgedColumns:
-    """Read ``judged.jsonl`` (validated) into columns, checking two invariants.
+def load_judged(path: str | Path, *, benchmark: Any = None, protocol: Any = None
+                ) -> JudgedColumns:
+    """Read ``judged.jsonl`` (validated) into columns, checking its invariants.
+
+    Args:
+        path: the file.
+        benchmark: the run's benchmark (:func:`fks.provenance.run_benchmark`); each row's
+            query must be in it with the same fact, family and main-forward flag.
+        protocol: a :class:`fks.provenance.ProtocolCheck` (default: rows agree with each
+            other on prompt version and decoding protocol).
 
     Raises:
         FksInputError: a bad row; records of more than one model (a run directory holds one);
-            or two main records of one fact in the same cluster with different correctness
-            (correctness is a property of a cluster, spec §3.2) -- naming file, line, field.
+            a query unknown to the benchmark or disagreeing with it; mixed prompt versions or
+            decoding protocols; or two main records of one fact in the same cluster with
+            different correctness (correctness is a property of a cluster, spec §3.2) --
+            naming file, line, field.
     """
+    from fks.provenance import ProtocolCheck
+
     path = Path(path)
+    protocol = protocol or ProtocolCheck(path)
+    queries = None if benchmark is None else {q.query_id: q for q in benchmark.queries}
     records: list[JudgedRecord] = []
     seen_corr: dict[tuple[str, str], tuple[str, int]] = {}
     for line, rec in unique_rows(iter_jsonl(path, JudgedRecord), path, what="judged records"):
         assert isinstance(rec, JudgedRecord)
+        protocol(line, rec)
+        if "use_for_main_forward" not in rec.model_fields_set:  # it decides the main metrics
+            raise FksInputError("missing: a judged row must say whether its query is a "
+                                "main-forward one", path=path, line=line,
+                                field="use_for_main_forward")
+        if queries is not None:
+            _check_against_benchmark(rec, queries, path, line, benchmark.root)
         if records and rec.model != records[0].model:
             raise FksInputError(f"a run directory holds one model; found {rec.model!r} after "
                                 f"{records[0].model!r}", path=path, line=line, field="model")
@@ -330,6 +351,20 @@ def load_judged(path: str | Path) -> JudgedColumns:
     if not records:
         raise FksInputError("no judged records", path=path)
     return JudgedColumns.from_records(records)
+
+
+def _check_against_benchmark(rec: JudgedRecord, queries: Mapping[str, Any], path: Path,
+                             line: int, root: Any) -> None:
+    """Refuse a row whose query is not the benchmark's (unknown id or other attributes)."""
+    q = queries.get(rec.query_id)
+    if q is None:
+        raise FksInputError(f"query {rec.query_id!r} is not in the run's benchmark ({root})",
+                            path=path, line=line, field="query_id")
+    for name in ("fact_id", "condition_family", "use_for_main_forward"):
+        if getattr(rec, name) != getattr(q, name):
+            raise FksInputError(f"{rec.query_id} has {name} {getattr(q, name)!r} in the "
+                                f"benchmark ({root}), {getattr(rec, name)!r} here",
+                                path=path, line=line, field=name)
 
 
 # ======================================================================= vectorised per fact
@@ -840,20 +875,27 @@ def per_query_rows(cols: JudgedColumns, f: _Facts, families: Sequence[str]
 # ============================================================================ the stage
 @locks_run_dir("run_dir")
 def run_behavior_metrics(run_dir: str | Path, *, main_families: Sequence[str], tau_b: float,
-                         tau_sensitivity: Sequence[float] = ()) -> dict[str, Any]:
+                         tau_sensitivity: Sequence[float] = (), benchmark: Any = None
+                         ) -> dict[str, Any]:
     """Run ``fks metrics RUN --part behavior``.
 
     Reads ``RUN/judged.jsonl``; writes ``RUN/metrics/behavioral_per_query.jsonl``,
     ``behavioral_per_fact.jsonl`` and ``behavioral_model_summary.json``; records
-    ``stages.metrics_behavior`` in the run manifest.
+    ``stages.metrics_behavior`` in the run manifest. ``judged.jsonl`` must be the one the
+    run's judge wrote from its current ``scored.jsonl`` (:mod:`fks.provenance`), and its rows
+    the queries of the run's benchmark (``benchmark``, default: the one the manifest records).
 
     Raises:
-        FksInputError: a bad judged file (file, line, field), or no main-forward record of
-            the configured families.
+        FksInputError: a bad, changed or stale judged file (file, line, field), a query not in
+            the benchmark, or no main-forward record of the configured families.
     """
+    from fks.provenance import ProtocolCheck, check_inputs, record_files, run_benchmark
+
     run_dir = Path(run_dir)
     src = run_dir / "judged.jsonl"
-    cols = load_judged(src)
+    inputs = check_inputs(run_dir, "metrics_behavior", [src.name])
+    cols = load_judged(src, benchmark=run_benchmark(run_dir, benchmark),
+                       protocol=ProtocolCheck.for_run(run_dir, src))
     try:
         summary, facts = behavior_summary(cols, main_families, tau_b=tau_b,
                                           tau_sensitivity=tau_sensitivity)
@@ -879,6 +921,7 @@ def run_behavior_metrics(run_dir: str | Path, *, main_families: Sequence[str], t
         "input": summary["input"], "main_families": list(main_families), "tau_b": tau_b,
         "tau_b_sensitivity": list(tau_sensitivity), "finished_at": summary["created_at"],
     })
+    record_files(run_dir, "metrics_behavior", inputs, [out_dir / n for n in names])
     fb = facts[primary].fb
     log.info("behavioural metrics of %d facts (%d unscorable: too few scorable answers) -> %s",
              len(fb.fact_ids), int((~fb.scorable).sum()), out_dir)

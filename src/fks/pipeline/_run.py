@@ -11,6 +11,12 @@ stage runs again the pipeline decides (:func:`stale_reason`):
 * an input stage whose outputs changed since (it reran) -> ``inputs_changed``;
 * else the stage is skipped.
 
+With ``--stages``, a stage left out is not rerun: when a selected stage reads (directly or
+further up) a left-out stage whose recorded outputs changed, the run is refused
+(:func:`check_upstream`, exit 2) instead of building on it or printing old figures as "up to
+date". Each stage's library function also verifies the files it reads against the chain the
+manifest records (:mod:`fks.provenance`), standalone or not.
+
 So a deleted or corrupted file reruns its stage, and every stage reading it reruns because its
 inputs changed; stages that do not read it are kept. Stages that resume on their own
 (``generate``, ``extract``) continue a stopped pass instead of starting over.
@@ -36,7 +42,7 @@ from fks.pipeline._stages import STAGE_NAMES, STAGES, Stage, output_files, stage
 from fks.runlock import locks_run_dir
 
 __all__ = ["PIPELINE_KEY", "StageOutcome", "PipelineResult", "select_stages", "stale_reason",
-           "run_pipeline", "record_stage", "pipeline_records"]
+           "run_pipeline", "record_stage", "pipeline_records", "check_upstream"]
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +219,47 @@ def record_stage(ctx: PipelineContext, name: str, *, seconds: float, reason: str
     return _complete(stage, ctx, base, seconds, pipeline_records(ctx.run_dir))
 
 
+def _upstream(stage: Stage) -> list[str]:
+    """Every stage ``stage`` reads from, directly or through others."""
+    out: list[str] = []
+    todo = list(stage.inputs)
+    while todo:
+        name = todo.pop()
+        if name not in out:
+            out.append(name)
+            todo.extend(stage_by_name(name).inputs)
+    return out
+
+
+def check_upstream(selected: Sequence[Stage], ctx: PipelineContext, records: dict[str, Any]
+                   ) -> None:
+    """Refuse ``--stages`` that would build on an upstream output changed since it was made.
+
+    A stage left out of ``--stages`` is not rerun, so its recorded outputs must still be on
+    disk as recorded; otherwise the selected stages would read (or skip over) a file that is
+    not what the run made.
+
+    Raises:
+        FksInputError: an unselected upstream stage's output is missing or changed (naming
+            the file and the stage to add).
+    """
+    chosen = {s.name for s in selected}
+    for stage in selected:
+        for dep in _upstream(stage):
+            record = records.get(dep)
+            if dep in chosen or not isinstance(record, dict) or record.get("status") != \
+                    "complete":
+                continue
+            for rel, sha in (record.get("outputs") or {}).items():
+                path = ctx.run_dir / rel
+                if not path.is_file() or sha256_file(path) != sha:
+                    raise FksInputError(
+                        f"{rel} is missing or changed since stage {dep} wrote it, and --stages "
+                        f"leaves {dep} out, so {stage.name} would build on it: add {dep} to "
+                        "--stages (it and what depends on it rerun) or restore the file",
+                        path=path, field="stages")
+
+
 @locks_run_dir("ctx")
 def run_pipeline(ctx: PipelineContext, *, stages: Sequence[str] | None = None
                  ) -> PipelineResult:
@@ -232,6 +279,7 @@ def run_pipeline(ctx: PipelineContext, *, stages: Sequence[str] | None = None
     result = PipelineResult(ctx.run_dir)
     records = pipeline_records(ctx.run_dir)
     try:
+        check_upstream(selected, ctx, records)
         for stage in selected:
             reason = stale_reason(stage, ctx, records)
             if reason is None:

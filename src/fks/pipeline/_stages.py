@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fks.pipeline._context import PipelineContext
+from fks.provenance import STAGE_OUTPUTS
 
 __all__ = ["Stage", "STAGES", "STAGE_NAMES", "REASONS", "Reason", "stage_by_name", "output_files"]
 
@@ -135,7 +136,7 @@ def _behavior(ctx: PipelineContext, reason: str) -> None:
 
     m = ctx.configs.metrics
     run_behavior_metrics(ctx.run_dir, main_families=m.main_families, tau_b=m.tau_b,
-                         tau_sensitivity=m.tau_b_sensitivity)
+                         tau_sensitivity=m.tau_b_sensitivity, benchmark=ctx.benchmark)
 
 
 def _layers(ctx: PipelineContext, spec: str, model: Any) -> list[int]:
@@ -176,6 +177,9 @@ def _extract(ctx: PipelineContext, reason: str) -> None:
                        max_prompt_len=ctx.configs.models.generation.max_prompt_len,
                        overwrite=reason in ("outputs_changed", "params_changed"),
                        model_info=hf.describe(), duplicate_sample=0)
+        from fks.provenance import record_files
+
+        record_files(ctx.run_dir, "extract", {})  # the run's extract now includes the pool
 
 
 def _jlens(ctx: PipelineContext, reason: str) -> None:
@@ -228,41 +232,30 @@ def _report(ctx: PipelineContext, reason: str) -> None:
 # ----------------------------------------------------------------------------- registry
 STAGES: tuple[Stage, ...] = (
     Stage("generate", "fks.generate.runner.generate_run", _generate,
-          ("generations.jsonl",), params=_generate_params),
-    Stage("score", "fks.score.score_run", _score, ("scored.jsonl", "known_labels.json"),
+          STAGE_OUTPUTS["generate"], params=_generate_params),
+    Stage("score", "fks.score.score_run", _score, STAGE_OUTPUTS["score"],
           inputs=("generate",), params=lambda ctx: {"benchmark": ctx.benchmark.checksum()}),
-    Stage("judge", "fks.judge.judge_run", _judge, ("judged.jsonl",), inputs=("score",),
+    Stage("judge", "fks.judge.judge_run", _judge, STAGE_OUTPUTS["judge"], inputs=("score",),
           params=lambda ctx: {"judge": ctx.options.judge}),
     Stage("metrics_behavior", "fks.metrics.behavior.run_behavior_metrics", _behavior,
-          ("metrics/behavioral_per_query.jsonl", "metrics/behavioral_per_fact.jsonl",
-           "metrics/behavioral_model_summary.json"), inputs=("judge",), params=_metrics_params),
-    Stage("extract", "fks.hidden.extract.extract_hidden", _extract,
-          ("hidden/meta.json", "hidden/index.jsonl", "hidden/layer_*.npy",
-           "reference/hidden/meta.json", "reference/hidden/index.jsonl",
-           "reference/hidden/layer_*.npy"),
+          STAGE_OUTPUTS["metrics_behavior"], inputs=("judge",), params=_metrics_params),
+    Stage("extract", "fks.hidden.extract.extract_hidden", _extract, STAGE_OUTPUTS["extract"],
           params=_extract_params, hidden=True),
-    Stage("jlens", "fks.hidden.jlens.run_jlens", _jlens,
-          ("jlens/manifest.json", "jlens/layer_*.npy"),
+    Stage("jlens", "fks.hidden.jlens.run_jlens", _jlens, STAGE_OUTPUTS["jlens"],
           params=lambda ctx: {**_model_params(ctx), "n": ctx.options.jlens_prompts,
                               "seed": ctx.options.jlens_seed,
                               "layers": ctx.options.jlens_layers}, hidden=True),
     Stage("metrics_internal", "fks.metrics.internal.run_internal_metrics", _internal,
-          ("metrics/iss_per_fact_layer.jsonl", "metrics/iss_per_fact.jsonl",
-           "metrics/iss_model_summary.json", "metrics/kts_per_pair_layer.jsonl",
-           "metrics/kts_model_summary.json", "metrics/sanity_checks.json",
-           "metrics/negatives.json", "metrics/hidden_family_centroids/*"),
-          inputs=("extract", "jlens", "metrics_behavior"),
+          STAGE_OUTPUTS["metrics_internal"], inputs=("extract", "jlens", "metrics_behavior"),
           params=lambda ctx: {**_metrics_params(ctx), "transport": ctx.options.transport},
           hidden=True),
     Stage("calibrate", "fks.metrics.calibration.run_calibration", _calibrate,
-          ("metrics/calibration_summary.json", "metrics/calibration_per_query.jsonl"),
-          inputs=("generate", "score", "judge"), params=_metrics_params),
+          STAGE_OUTPUTS["calibrate"], inputs=("generate", "score", "judge"),
+          params=_metrics_params),
     Stage("bootstrap", "fks.report.statistics.run_statistics", _bootstrap,
-          ("metrics/bootstrap_intervals.json", "metrics/bootstrap_replicates.npz"),
-          inputs=("metrics_behavior", "metrics_internal", "calibrate"),
+          STAGE_OUTPUTS["bootstrap"], inputs=("metrics_behavior", "metrics_internal", "calibrate"),
           params=lambda ctx: {**_metrics_params(ctx), "kts_bootstrap": ctx.options.kts_bootstrap}),
-    Stage("report", "fks.report.build.build_report", _report,
-          ("report.html", "explorer.html", "metrics/tables/*"),
+    Stage("report", "fks.report.build.build_report", _report, STAGE_OUTPUTS["report"],
           inputs=("judge", "metrics_behavior", "metrics_internal", "calibrate", "bootstrap"),
           params=lambda ctx: {**_metrics_params(ctx), "kts_bootstrap": ctx.options.kts_bootstrap}),
 )

@@ -7,7 +7,9 @@ scored on its own shared facts ``D_t & D_t'`` (spec §8.2, §10.1, §17.3); a fi
 did not run is absent. Below the table, from ``behavioral_model_summary.json``: the unscorable
 facts and the empty answers per family; then one line of §18 sanity checks
 (:func:`render_sanity`) and, when a configured main family is absent from the run, a line
-naming it.
+naming it. All of it is the command's result, on stdout (:data:`fks.log.results_console`);
+``--json`` sends it to stderr and prints ``RUN/results.json``'s document instead
+(:mod:`fks.report.results`, which reads the same figures through :func:`headline_figures`).
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
 from rich.markup import escape
 
 from fks.io import read_json
-from fks.log import console
+from fks.log import console, results_console
+from fks.report.headline import HEADLINE, KTS_KEYS, headline_figures
 
 __all__ = ["HEADLINE", "headline_figures", "render_headline", "render_sanity",
            "sanity_failures", "reset_sanity_failures"]
@@ -38,14 +42,15 @@ def sanity_failures() -> list[str]:
     return list(_HEARD)
 
 
-def render_sanity(run_dir: str | Path) -> dict[str, Any] | None:
+def render_sanity(run_dir: str | Path, *, out: Console | None = None) -> dict[str, Any] | None:
     """Print the one-line §18 sanity summary of a run; return ``sanity_checks.json``.
 
     The line names every failed check with its two numbers (for example ``condition_label_
     shuffle (ISS real 0.68 vs shuffled 0.60)``); a failure is also remembered for
     ``--strict`` (:func:`sanity_failures`). Nothing is printed when the internal metrics
-    have not run.
+    have not run. ``out``: the console (default: stderr's).
     """
+    out = out or console
     from fks.metrics.internal.sanity import sanity_line, summarize_checks
 
     path = Path(run_dir) / "metrics" / "sanity_checks.json"
@@ -56,47 +61,11 @@ def render_sanity(run_dir: str | Path) -> dict[str, Any] | None:
         return None
     line = f"{Path(run_dir).name}: {sanity_line(doc)}"
     failed = summarize_checks(doc["checks"])["failed"]
-    console.print(f"[red]{escape(line)}[/red]" if failed else escape(line), highlight=False,
-                  soft_wrap=True)
+    out.print(f"[red]{escape(line)}[/red]" if failed else escape(line), highlight=False,
+              soft_wrap=True)
     if failed:
         _HEARD.append(line)
     return doc
-
-#: figure key in bootstrap_intervals.json -> display name
-HEADLINE: dict[str, str] = {"anchor_accuracy": "anchor accuracy", "bcs": "BCS", "bes": "BES",
-                            "scr": "stable correct", "ur": "unstable", "iss": "ISS",
-                            "iss_unwhitened": "ISS unwhitened",
-                            "kts_geo": "KTS-Geo", "kts_id": "KTS-ID", "kts": "KTS"}
-#: headline keys read from the pair-shared coverage mode (D_t & D_t')
-KTS_KEYS = ("kts_geo", "kts_id", "kts")
-
-
-def headline_figures(run_dir: str | Path) -> dict[str, Any]:
-    """Return ``{"mode", "n_facts", "n_relations", "figures": {key: {point, low, high}}}``.
-
-    Empty ``figures`` when the bootstrap has not run.
-    """
-    path = Path(run_dir) / "metrics" / "bootstrap_intervals.json"
-    if not path.is_file():
-        return {"mode": None, "n_facts": None, "n_relations": None, "figures": {}}
-    doc = read_json(path)
-    modes = doc.get("coverage_modes") or {}
-    mode = next(iter(modes), None)
-
-    def metrics_of(m: str | None) -> dict[str, Any]:
-        return ((modes.get(m) or {}).get("subsets", {}).get("all", {}) or {}).get(
-            "metrics") or {} if m else {}
-
-    block = (modes.get(mode) or {}).get("subsets", {}).get("all", {}) if mode else {}
-    kts_mode = "full_set" if "full_set" in modes else mode
-    figures = {}
-    for key in HEADLINE:
-        src = metrics_of(kts_mode if key in KTS_KEYS else mode)
-        if key in src:
-            figures[key] = {k: src[key].get(k) for k in ("point", "low", "high")}
-    return {"mode": mode, "kts_mode": kts_mode, "n_facts": block.get("n_facts"),
-            "n_relations": block.get("n_relations"), "figures": figures}
-
 
 def families_absent(run_dir: str | Path) -> list[str]:
     """Return the configured main families absent from the run (internal or behavioural)."""
@@ -118,22 +87,26 @@ def _fmt(x: float | None) -> str:
 
 
 def render_headline(run_dir: str | Path, *, title: str | None = None,
-                    keys: Sequence[str] | None = None) -> dict[str, Any]:
+                    keys: Sequence[str] | None = None, out: Console | None = None
+                    ) -> dict[str, Any]:
     """Print the headline figures as a table, then the sanity line; returns the figures.
 
     Args:
         run_dir: the run directory.
         title: the table title (default: run name, coverage mode, facts, relations).
         keys: the figures to show, in order (default: every key of :data:`HEADLINE`).
+        out: the console (default :data:`fks.log.results_console`, stdout; ``--json``
+            passes stderr's so that stdout holds only the JSON).
     """
     from rich.table import Table
 
+    out = out or results_console
     head = headline_figures(run_dir)
     if not head["figures"]:
-        console.print(f"{Path(run_dir).name}: no bootstrap intervals (the bootstrap stage has "
-                      "not run)", highlight=False)
-        _render_absent(run_dir)
-        render_sanity(run_dir)
+        out.print(f"{Path(run_dir).name}: no bootstrap intervals (the bootstrap stage has "
+                  "not run)", highlight=False)
+        _render_absent(run_dir, out)
+        render_sanity(run_dir, out=out)
         return head
     table = Table(title=title or f"{Path(run_dir).name}: {head['mode'] or 'no bootstrap'}"
                   f" ({head['n_facts']} facts, {head['n_relations']} relations)",
@@ -147,12 +120,12 @@ def render_headline(run_dir: str | Path, *, title: str | None = None,
         if fig is not None:
             ci = f"[{_fmt(fig['low'])}, {_fmt(fig['high'])}]"
             table.add_row(HEADLINE[key], _fmt(fig["point"]), ci)
-    console.print(table)
+    out.print(table)
     line = behavior_line(run_dir)
     if line:
-        console.print(line, highlight=False)
-    _render_absent(run_dir)
-    render_sanity(run_dir)
+        out.print(line, highlight=False)
+    _render_absent(run_dir, out)
+    render_sanity(run_dir, out=out)
     return head
 
 
@@ -173,9 +146,9 @@ def behavior_line(run_dir: str | Path) -> str | None:
     return head + answer_coverage_line(doc)
 
 
-def _render_absent(run_dir: str | Path) -> None:
+def _render_absent(run_dir: str | Path, out: Console) -> None:
     absent = families_absent(run_dir)
     if absent:
-        console.print(f"{Path(run_dir).name}: configured main families absent from the run: "
-                      f"{', '.join(absent)} (complete-family sets use the families present)",
-                      highlight=False, soft_wrap=True)
+        out.print(f"{Path(run_dir).name}: configured main families absent from the run: "
+                  f"{', '.join(absent)} (complete-family sets use the families present)",
+                  highlight=False, soft_wrap=True)

@@ -62,6 +62,9 @@ def run_cmd(
     strict: Annotated[bool, typer.Option(
         help="Exit with code 3 when a spec §18 sanity check fails (outputs still written).")
     ] = False,
+    json_out: Annotated[bool, typer.Option(
+        "--json", help="Print RUN/results.json's document on stdout (the headline table and "
+                       "the report path go to stderr).")] = False,
 ) -> None:
     """Run every stage for one model into RUNS/<NAME>/ (skips stages that are up to date)."""
     from fks.configs import current as get_configs
@@ -71,7 +74,6 @@ def run_cmd(
     from fks.pipeline import (
         PipelineContext,
         PipelineOptions,
-        render_headline,
         run_pipeline,
         select_stages,
     )
@@ -109,9 +111,27 @@ def run_cmd(
     result = run_pipeline(ctx, stages=stage_names)
     log.info("stages run: %s; up to date: %s", ", ".join(result.ran) or "none",
              ", ".join(result.skipped) or "none")
-    render_headline(result.run_dir)
-    where = result.report or result.run_dir
-    typer.echo(f"report: {where}" if result.report else f"run directory: {where}")
+    print_results(result.run_dir, report=result.report, json_out=json_out)
+
+
+def print_results(run_dir: Path, *, report: Path | None, json_out: bool,
+                  title: str | None = None, keys: tuple[str, ...] | None = None) -> None:
+    """Print the end of ``fks run``: the headline table and the report path.
+
+    On stdout; with ``json_out``, those go to stderr and the results document
+    (:mod:`fks.report.results`) alone to stdout.
+    """
+    from fks.log import console
+    from fks.pipeline import render_headline
+    from fks.report.results import build_results
+
+    render_headline(run_dir, title=title, keys=keys, out=console if json_out else None)
+    where = f"report: {report}" if report else f"run directory: {run_dir}"
+    if json_out:
+        console.print(where, soft_wrap=True, highlight=False)
+        typer.echo(build_results(run_dir).model_dump_json(indent=2))
+    else:
+        typer.echo(where)
 
 
 def register(app: typer.Typer) -> None:

@@ -30,6 +30,9 @@ td.text, th.text { text-align: left; }
 .alert { color: #fff; background: #c62828; padding: .5em .9em; margin: .4em 0;
          border-radius: 3px; }
 .na { color: #fff; background: #757575; padding: 1px 6px; border-radius: 3px; }
+.missing { color: #8a6d3b; }
+td.hash { font-family: ui-monospace, Menlo, Consolas, monospace; word-break: break-all;
+          max-width: 22em; }
 img { max-width: 100%; height: auto; margin: .5em 0; }
 .answer { font-family: ui-monospace, Menlo, Consolas, monospace; white-space: pre-wrap;
           background: #f7f7f7; text-align: left; max-width: 40em; }
@@ -46,6 +49,7 @@ is shown escaped.</p>
 
 <nav><ul>
 {% if explorer_href %}<li><a href="{{ explorer_href }}">Fact explorer: every fact, query and answer</a></li>{% endif %}
+<li><a href="#details">Run details</a></li>
 {% if runs|length > 1 %}<li><a href="#leaderboard">Leaderboard and paired differences</a></li>{% endif %}
 <li><a href="#overview">Figures across runs</a></li>
 {% for run in runs %}<li><a href="#run-{{ loop.index }}">{{ run.label }}</a></li>{% endfor %}
@@ -69,8 +73,17 @@ is shown escaped.</p>
 {% if s == "pass" %}<span class="pass">pass</span>{% elif s == "fail" %}<span class="fail">fail</span>{% else %}<span class="na">{{ s }}</span>{% endif %}
 {%- endmacro %}
 
+<h2 id="details">Run details</h2>
+<table id="run-details">
+<tr>{% for h in details.header %}<th class="text">{{ h }}</th>{% endfor %}</tr>
+{% for row in details.rows %}<tr>{% for c in row %}<td class="text{{ ' hash' if c.hash else '' }}">{% if c.value is not none %}{{ c.value }}{% else %}<span class="missing">n/a{% if c.reason %}: {{ c.reason }}{% endif %}</span>{% endif %}</td>{% endfor %}</tr>
+{% endfor %}
+</table>
+<p class="note">From each run's evaluation_manifest.json; the same fields, with the figures, are in RUN/results.json.</p>
+
 {% if runs|length > 1 %}
 <h2 id="leaderboard">Leaderboard and paired differences</h2>
+{% if leaderboard_note %}<p class="alert">{{ leaderboard_note }}</p>{% endif %}
 {% for t in leaderboard %}{{ table(t) }}{% endfor %}
 {% if forest %}<img alt="leaderboard forest plot" src="{{ forest }}">{% endif %}
 <h3>Paired differences against {{ reference }}</h3>

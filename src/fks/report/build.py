@@ -6,13 +6,22 @@ For each run: the relation-clustered bootstrap (:mod:`fks.report.statistics`, wr
 calibration diagrams when ``calibration_summary.json`` exists, and example answers per
 behaviour group from ``judged.jsonl``. With several runs: a leaderboard with intervals and
 paired differences against a reference model (§14.2), when the runs share benchmark and fact
-set. A stage that has not run is shown as "not run"; the report renders with whatever exists.
-Beside the report, the fact explorer (:mod:`fks.report.explorer`), linked from it.
+set. Runs over different benchmarks are refused (exit 2 naming them) unless ``allow_mixed``,
+which gives one leaderboard per benchmark. A stage that has not run is shown as "not run"; the
+report renders with whatever exists. Beside the report, the fact explorer
+(:mod:`fks.report.explorer`), linked from it; in each run directory, ``results.json``
+(:mod:`fks.report.results`), whose run details the report shows in one table.
+
+Every run's files are verified first against the digests its manifest recorded
+(:func:`fks.report.comparison.verify_inputs`); bootstrap files that do not verify are
+recomputed (the report makes them), and a per-fact file that disagrees with its summary is
+refused (:func:`fks.report.comparison.check_consistent`).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,10 +34,18 @@ from fks.errors import FksInputError
 from fks.io import atomic_write_text, iter_jsonl
 from fks.metrics.behavior import ALL_GROUPS, ANCHOR_FAMILY, UNSCORABLE
 from fks.report import plots
-from fks.report.comparison import check_comparable, compare_statistics
+from fks.report.comparison import (
+    benchmark_groups,
+    check_comparable,
+    check_consistent,
+    check_same_benchmark,
+    compare_statistics,
+    verify_inputs,
+)
 from fks.report.explorer import explorer_path, write_explorer
 from fks.report.html import render
-from fks.report.inputs import GROUP_METRICS, RunData, benchmark_checksum, load_run
+from fks.report.inputs import GROUP_METRICS, RunData, load_run
+from fks.report.results import Results, RunDetails, build_results, write_results
 from fks.report.statistics import RunStatistics, Settings, compute_statistics, run_statistics
 from fks.report.tables import (
     TABLES_DIR,
@@ -41,7 +58,8 @@ from fks.report.tables import (
 )
 from fks.runlock import locks_run_dir
 
-__all__ = ["ReportRun", "build_report", "table_context", "sanity_context", "example_answers"]
+__all__ = ["ReportRun", "build_report", "table_context", "sanity_context", "example_answers",
+           "details_context"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +77,7 @@ class ReportRun:
     stats: RunStatistics
     tables: list[Table]
     label: str
+    results: Results
 
 
 # ============================================================================ small pieces
@@ -115,6 +134,33 @@ def sanity_context(sanity: dict[str, Any] | None) -> dict[str, Any] | None:
                if summary.get("failed") else ""))
     return {"layer": sanity.get("layer"), "selection": sanity.get("selection"),
             "summary": text, "checks": checks}
+
+
+#: the run-details table: column -> the :class:`RunDetails` fields shown in it
+DETAIL_COLUMNS: dict[str, tuple[str, ...]] = {
+    "model": ("model",), "weights sha256": ("weights_sha256",),
+    "benchmark checksum": ("benchmark_checksum",), "backend": ("backend",),
+    "dtype": ("dtype",), "batch size": ("batch_size",), "prompt version": ("prompt_version",),
+    "judge": ("judge", "judge_revision"), "fks version": ("fks_version",),
+}
+
+
+def details_context(runs: Sequence[tuple[str, RunDetails]]) -> dict[str, Any]:
+    """Build the run-details table: one row per run, each cell ``{"value", "reason", "hash"}``.
+
+    Escaped on render; a null value shows its reason from :attr:`RunDetails.missing`.
+    """
+    rows = []
+    for lab, d in runs:
+        row: list[dict[str, Any]] = [{"value": lab, "reason": None, "hash": False}]
+        for col, fields in DETAIL_COLUMNS.items():
+            vals = [getattr(d, f) for f in fields]
+            value = None if vals[0] is None else " ".join(
+                str(v) if i == 0 else f"({v})" for i, v in enumerate(vals) if v is not None)
+            row.append({"value": value, "reason": d.missing.get(fields[0]),
+                        "hash": col in ("weights sha256", "benchmark checksum")})
+        rows.append(row)
+    return {"header": ["run", *DETAIL_COLUMNS], "rows": rows}
 
 
 def _alerts(runs: Sequence[ReportRun]) -> list[str]:
@@ -378,26 +424,80 @@ def _deltas(runs: Sequence[ReportRun], ref: int, confidence: float
 
 
 # ================================================================================ the stage
-def _prepare(run_dirs: Sequence[str | Path], settings: Settings, *, tau_b: float,
-             reuse: bool) -> list[ReportRun]:
+def _verified(run_dir: str | Path) -> bool:
+    """Verify a run's files (:func:`verify_inputs`); return whether its bootstrap verifies.
+
+    Bootstrap files that do not verify are not an error here: the report recomputes them.
+    """
+    from fks.provenance import verify_run
+
+    verify_inputs(run_dir, skip=("bootstrap",))
+    try:
+        verify_run(Path(run_dir), ["bootstrap"])
+    except FksInputError as exc:
+        log.warning("%s: recomputing the bootstrap (%s)", run_dir, exc.one_line())
+        return False
+    return True
+
+
+def _load(run_dirs: Sequence[str | Path], *, allow_mixed: bool
+          ) -> tuple[list[RunData], list[str], list[bool]]:
+    """Verify and read the runs; refuse mixed benchmarks unless ``allow_mixed``."""
+    fresh = [_verified(d) for d in run_dirs]
     datas = [load_run(d) for d in run_dirs]
+    for data in datas:
+        check_consistent(data)
+    labels = _labels(datas)
+    if len(datas) > 1 and not allow_mixed:
+        try:
+            check_same_benchmark(datas, labels)
+        except FksInputError as exc:
+            raise FksInputError(f"{exc.message}; one leaderboard needs one benchmark (pass "
+                                "--allow-mixed for one leaderboard per benchmark)",
+                                path=exc.path, field=exc.field) from None
+    return datas, labels, fresh
+
+
+def _prepare(run_dirs: Sequence[str | Path], settings: Settings, *, tau_b: float,
+             reuse: bool, allow_mixed: bool = False) -> list[ReportRun]:
+    datas, labels, fresh = _load(run_dirs, allow_mixed=allow_mixed)
     out = []
-    for data, lab in zip(datas, _labels(datas), strict=True):
-        stats = (run_statistics(data, settings, reuse=reuse) if data.facts is not None
+    for data, lab, ok in zip(datas, labels, fresh, strict=True):
+        stats = (run_statistics(data, settings, reuse=reuse and ok) if data.facts is not None
                  else compute_statistics(data, settings))
         tables = run_tables(data, stats, settings, tau_b=tau_b)
         if data.facts is not None:
             for t in tables:
                 write_table(t, data.metrics_dir / TABLES_DIR)
-        out.append(ReportRun(data, stats, tables, lab))
+        out.append(ReportRun(data, stats, tables, lab, build_results(data.run_dir, data=data)))
     return out
+
+
+def _leaderboards(runs: Sequence[ReportRun], modes: Sequence[str]) -> tuple[list[Table], str]:
+    """One leaderboard per coverage mode, and per benchmark when the runs use several."""
+    groups = benchmark_groups([r.data for r in runs])
+    if len(groups) == 1:
+        return [leaderboard_table([(r.data, r.stats) for r in runs], m) for m in modes], ""
+    boards = []
+    for cs, idx in groups.items():
+        slug = re.sub(r"[^A-Za-z0-9]", "", cs or "")[:12] or "unrecorded"
+        for m in modes:
+            t = leaderboard_table([(runs[i].data, runs[i].stats) for i in idx], m)
+            t.name = f"{t.name}_{slug}"
+            t.title = (f"{t.title}, benchmark {cs[:12] if cs else '(no checksum recorded)'}: "
+                       + ", ".join(runs[i].label for i in idx))
+            boards.append(t)
+    note = (f"These runs use {len(groups)} different benchmarks (--allow-mixed): one leaderboard "
+            "per benchmark checksum; figures from different benchmarks are not comparable, and "
+            "paired differences are given only for runs on the reference's benchmark.")
+    return boards, note
 
 
 def _run_context(r: ReportRun, families: Sequence[str]) -> dict[str, Any]:
     examples = example_answers(r.data)
     return {
         "label": r.label, "run_dir": str(r.data.run_dir),
-        "checksum": benchmark_checksum(r.data.run_dir, r.data.manifest),
+        "checksum": r.results.run.benchmark_checksum,
         "stages": _stages(r.data, r.stats),
         "tables": [table_context(t) for t in r.tables],
         "kts_heatmaps": _kts_heatmaps(r, families), "relation_plot": _relation_plot(r),
@@ -414,14 +514,14 @@ def _judge_validation(r: ReportRun, labels: str | Path | None) -> list[dict[str,
     judged = r.data.judged_path()
     if labels is None or judged is None:
         return []
-    from fks.judge import judge_agreement
+    from fks.judge import NoOverlap, judge_agreement
 
     rows: list[dict[str, Any]] = []
     for split in (None, "dev", "test"):
         try:
             rep = judge_agreement(judged, labels, split=split)
-        except FksInputError:
-            continue  # no labelled answer of this run (in this split)
+        except NoOverlap:
+            continue  # no labelled answer of this run (in this split); other errors: exit 2
         for who, part in (("judge", rep), ("scorer", rep.get("scorer"))):
             if part is None:
                 continue
@@ -441,7 +541,7 @@ def _judge_validation(r: ReportRun, labels: str | Path | None) -> list[dict[str,
 def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str | Path | None
                  = None, reference: str | None = None, kts_bootstrap: bool = True,
                  reuse: bool = True, explorer_on: bool = True,
-                 labels: str | Path | None = None) -> Path:
+                 labels: str | Path | None = None, allow_mixed: bool = False) -> Path:
     """Build the statistics, tables and the HTML report of one or more runs.
 
     Args:
@@ -455,9 +555,17 @@ def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str
             (:func:`fks.report.explorer.explorer_path`) and link it.
         labels: a hand-labelled answer set (``fks judge agreement``'s format); each run's
             judge and scorer are measured against it (spec §18.6) in a judge-validation block.
+        allow_mixed: accept runs over different benchmarks (one leaderboard per benchmark
+            checksum); by default they are refused.
+
+    Also writes ``RUN/results.json`` (:func:`fks.report.results.write_results`) for every run.
 
     Returns:
         The path of the HTML file written.
+
+    Raises:
+        FksInputError: no run, a run file that does not verify or disagrees with its summary,
+            runs over different benchmarks (without ``allow_mixed``), an unknown reference.
     """
     if not run_dirs:
         raise FksInputError("give at least one run directory", field="runs")
@@ -467,15 +575,17 @@ def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str
         out = Path(run_dirs[0]) / "report.html"
     out = Path(out)
     settings = Settings.from_configs(configs, kts_bootstrap=kts_bootstrap)
-    runs = _prepare(run_dirs, settings, tau_b=configs.metrics.tau_b, reuse=reuse)
+    runs = _prepare(run_dirs, settings, tau_b=configs.metrics.tau_b, reuse=reuse,
+                    allow_mixed=allow_mixed)
     ref = _pick_reference(runs, reference)
     families = list(configs.metrics.main_families)
     context: dict[str, Any] = {
         "title": "fks report: " + ", ".join(r.label for r in runs),
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"), "version": __version__,
         "n_resamples": settings.n_resamples, "seed": settings.seed,
-        "reference": runs[ref].label, "leaderboard": [], "deltas": [], "delta_notes": [],
-        "forest": None,
+        "reference": runs[ref].label, "leaderboard": [], "leaderboard_note": "",
+        "deltas": [], "delta_notes": [], "forest": None,
+        "details": details_context([(r.label, r.results.run) for r in runs]),
         "behavior_plot": (plots.behavior_bars(s) if (s := _behavior_shares(runs)) else None),
         "iss_plot": plots.iss_by_layer(s) if (s := _iss_series(runs)) else None,
         "runs": [_run_context(r, families) | {"judge_validation": _judge_validation(r, labels)}
@@ -483,13 +593,13 @@ def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str
         "alerts": _alerts(runs),
     }
     if len(runs) > 1:
-        boards = [leaderboard_table([(r.data, r.stats) for r in runs], mode)
-                  for mode in settings.coverage_modes]
+        boards, board_note = _leaderboards(runs, settings.coverage_modes)
         deltas, notes, forest = _deltas(runs, ref, settings.confidence)
         folder = out.parent / f"{out.stem}_tables"
         for t in [*boards, *deltas]:
             write_table(t, folder)
         context.update(leaderboard=[table_context(t) for t in boards],
+                       leaderboard_note=board_note,
                        deltas=[table_context(t) for t in deltas], delta_notes=notes,
                        forest=plots.forest_plot(forest, title=f"Paired differences against "
                                                 f"{runs[ref].label}", xlabel="Delta")
@@ -500,5 +610,7 @@ def build_report(run_dirs: Sequence[str | Path], *, configs: ConfigSet, out: str
         explorer = write_explorer(runs, explorer_path(out), report=out)
         context["explorer_href"] = explorer.name
     atomic_write_text(out, render(context))
-    log.info("report of %d run(s) -> %s", len(runs), out)
+    for r in runs:
+        write_results(r.data.run_dir, results=r.results)
+    log.info("report of %d run(s) -> %s; results.json in each run", len(runs), out)
     return out

@@ -1,12 +1,13 @@
-"""Console display of a comparison (rich table on the shared console)."""
+"""Console display of a comparison (a rich table on stdout, or the console given)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Console
 from rich.table import Table as RichTable
 
-from fks.log import console
+from fks.log import results_console
 from fks.report.tables import fmt, label
 
 __all__ = ["print_comparison"]
@@ -15,8 +16,12 @@ _SHOWN = ("anchor_accuracy", "bcs", "bes", "scr", "swr", "sar", "ur", "iss", "kt
           "kts_id", "kts")
 
 
-def print_comparison(result: dict[str, Any]) -> None:
-    """Print ``Delta = A - B`` with its interval per figure, one table per coverage mode."""
+def print_comparison(result: dict[str, Any], *, out: Console | None = None) -> None:
+    """Print ``Delta = A - B`` with its interval per figure, one table per coverage mode.
+
+    ``out``: the console (default :data:`fks.log.results_console`, stdout).
+    """
+    out = out or results_console
     for mode, subsets in result["coverage_modes"].items():
         t = RichTable(title=f"{result['model_a']} - {result['model_b']} ({mode}, all facts)")
         for col in ("figure", "A", "B", "Delta", "95 % interval"):
@@ -27,4 +32,4 @@ def print_comparison(result: dict[str, Any]) -> None:
                 continue
             ci = "" if d["low"] is None else f"[{fmt(d['low'])}, {fmt(d['high'])}]"
             t.add_row(label(name), fmt(d["a"]), fmt(d["b"]), fmt(d["point"]), ci)
-        console.print(t)
+        out.print(t)

@@ -296,6 +296,8 @@ class RunData:
     iss_layers: tuple[list[int], np.ndarray] | None = None
     centroids: CentroidStore | None = None
     inputs: dict[str, str] = field(default_factory=dict)
+    #: the fact ids of each per-fact file read (``FILES`` key -> ids in file order)
+    file_facts: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def metrics_dir(self) -> Path:
@@ -391,6 +393,9 @@ def load_run(run_dir: str | Path) -> RunData:
                     if facts is not None else None),
         centroids=CentroidStore.open(mdir / CENTROIDS_DIR),
         inputs={v: sha256_file(paths[k]) for k, v in FILES.items() if paths[k].is_file()},
+        file_facts={key: tuple(r.fact_id for _, r in rows)
+                    for rows, key in ((behavior, "behavior_per_fact"), (iss, "iss_per_fact"))
+                    if rows is not None},
     )
     if data.centroids is not None:
         for name in ("meta.json", "index.jsonl", *(f"layer_{x:03d}.npy"

@@ -283,7 +283,11 @@ def run_statistics(run: RunData, settings: Settings, *, reuse: bool = True) -> R
     The cached files are reused when their fingerprint equals the current one (same input
     files, same settings).
     """
+    from fks.provenance import record_files, verify_run
+
     out = run.metrics_dir
+    run_dir = out.parent
+    inputs = verify_run(run_dir, ["metrics_behavior", "metrics_internal", "calibrate"])
     ipath, rpath = out / INTERVALS_NAME, out / REPLICATES_NAME
     fp = fingerprint(run, settings)
     if reuse and ipath.is_file() and rpath.is_file():
@@ -300,6 +304,8 @@ def run_statistics(run: RunData, settings: Settings, *, reuse: bool = True) -> R
     out.mkdir(parents=True, exist_ok=True)
     _write_replicates(rpath, stats)
     atomic_write_json(ipath, stats.document)
+    if out.name == "metrics":
+        record_files(run_dir, "bootstrap", inputs, [ipath, rpath])
     log.info("bootstrap intervals of %s -> %s", run.model, ipath)
     return stats
 

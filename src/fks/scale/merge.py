@@ -49,6 +49,7 @@ from fks.generate.runner import (
     shard_merge_problems,
 )
 from fks.io import atomic_write_jsonl, iter_jsonl, read_json, sha256_file
+from fks.provenance import record_files
 from fks.runlock import locks_run_dir
 
 __all__ = ["MERGEABLE_STAGES", "MergeResult", "stages_present", "verify_run", "merge_run"]
@@ -175,6 +176,7 @@ def _write_judge(run_dir: Path, plan: _Plan, n: int) -> int:
         finished_at=_now(), merged_from_shards=n,
         shards=[{k: v for k, v in s.items() if k != "counts"} for s in plan.extra["shards"]])
     update_run_manifest(run_dir, stage="judge", stage_info=info)
+    record_files(run_dir, "judge", {SCORED_NAME: plan.extra["input_sha256"]}, [out])
     return len(plan.rows)
 
 
@@ -266,6 +268,7 @@ def _write_hidden(run_dir: Path, shards: Mapping[int, Path], plan: _Plan, bench:
         "shards": [{"shard": k, "meta_sha256": v} for k, v in shard_meta.items()],
         "finished_at": _now(),
     })
+    record_files(run_dir, "extract", {})
     return len(rows)
 
 

@@ -24,6 +24,7 @@ from fks.errors import FksInputError
 from fks.generate.manifest import read_run_manifest, update_run_manifest
 from fks.io import atomic_write_json, atomic_write_jsonl, iter_jsonl, sha256_file, unique_rows
 from fks.log import console, track
+from fks.provenance import ProtocolCheck, check_inputs, record_files
 from fks.runlock import locks_run_dir
 from fks.score._scorer import (
     SCORER_VERSION,
@@ -244,11 +245,13 @@ class _Tally:
         return {f: {lab: self.by_family[f][lab] for lab in LABELS} for f in order}
 
 
-def _scored_rows(gen_path: Path, scorer: _Scorer, tally: _Tally) -> Iterator[dict[str, Any]]:
+def _scored_rows(gen_path: Path, scorer: _Scorer, tally: _Tally, protocol: ProtocolCheck
+                 ) -> Iterator[dict[str, Any]]:
     """Stream generations.jsonl as scored rows (same order), counting them into ``tally``."""
     records = unique_rows(iter_jsonl(gen_path, GenerationRecord), gen_path, what="generations")
     for line, row in track(records, "scoring", total=_count_rows(gen_path)):
         gen = cast(GenerationRecord, row)
+        protocol(line, gen)
         query = scorer.query_for(gen, gen_path, line)
         result = scorer.score(gen, query)
         tally.add(gen, query, result.label)
@@ -288,10 +291,12 @@ def score_run(
     if not gen_path.is_file():
         raise FksInputError("file not found (run `fks generate` first)", path=gen_path)
     configs = configs or load_configs()
+    inputs = check_inputs(run_dir, "score", [GENERATIONS])
     bench, source, checksum = _load_run_benchmark(run_dir, benchmark, _read_manifest(run_dir))
     tally = _Tally(known={f.fact_id: {} for f in bench.facts})
     scored_path = run_dir / SCORED
-    n_records = atomic_write_jsonl(scored_path, _scored_rows(gen_path, _Scorer(bench), tally))
+    n_records = atomic_write_jsonl(scored_path, _scored_rows(
+        gen_path, _Scorer(bench), tally, ProtocolCheck.for_run(run_dir, gen_path)))
     known_path = run_dir / KNOWN_LABELS
     atomic_write_json(known_path, tally.known)
 
@@ -316,6 +321,7 @@ def score_run(
         "anchors_missing": missing,
         "benchmark": {"source": source, "checksum": checksum},
     })
+    record_files(run_dir, "score", inputs)
     log.info("scored %d records -> %s (%s)", n_records, scored_path,
              ", ".join(f"{lab} {n}" for lab, n in totals.items()))
     return ScoreSummary(

@@ -147,14 +147,15 @@ def test_sample_cli_writes_resumable_rows(sampled, tiny_model_dir):
                "--k", "3", "--temperature", "0.7", "--limit", "6") == 2
 
 
-def _write_samples(run, plan, logprobs=None, model="tiny-model"):
+def _write_samples(run, plan, logprobs=None, model="tiny-model", prompt_version="test-v1"):
+    """samples.jsonl rows; ``prompt_version`` is the tiny run's own (its generations')."""
     _, queries = tiny_benchmark_rows()
     by_key = {(q["fact_id"], q["variant_id"]): q for q in queries}
     write_jsonl(run / "samples.jsonl", [{
         "model": model, "query_id": by_key[key]["query_id"], "fact_id": key[0],
         "relation": by_key[key]["relation"], "condition_family": "anchor",
         "language": by_key[key]["language"], "samples": s, "temperature": 1.0, "k": 3,
-        "seed": 1, "max_new_tokens": 8, "prompt_version": "fks-prompt-v1",
+        "seed": 1, "max_new_tokens": 8, "prompt_version": prompt_version,
         **({} if logprobs is None else {"sample_logprobs": logprobs[key]})}
         for key, s in plan.items()])
 
@@ -238,7 +239,7 @@ def test_bad_samples_file_is_an_input_error(tmp_path):
     row = {"model": "m", "query_id": qid, "fact_id": "fact_000001", "relation": "capital",
            "condition_family": "anchor", "language": "en", "samples": ["Paris"],
            "temperature": 1.0, "k": 3, "seed": 1, "max_new_tokens": 8,
-           "prompt_version": "fks-prompt-v1"}
+           "prompt_version": "test-v1"}
     (run / "samples.jsonl").write_text(json.dumps(row) + "\n")
     assert fks("calibrate", run, "--benchmark", bench) == 2
 

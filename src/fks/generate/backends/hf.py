@@ -1,8 +1,12 @@
 """Hugging Face ``transformers`` backend: batched greedy generation under the frozen protocol.
 
 * Model and tokenizer from a local folder or a hub id (``trust_remote_code`` only when asked). A
-  hub id that is neither local nor cached, with the hub unreachable, raises
-  :class:`~fks.errors.FksInputError` with an offline hint.
+  hub id is checked first (:func:`hub_load_offline`, at most :data:`HUB_PROBE_TIMEOUT_S` s,
+  before torch is imported): the hub answers, and the load goes as usual; it does not (or
+  ``HF_HUB_OFFLINE`` is set) and the id is cached, and the cached files load with no request;
+  it is not cached either, and :class:`~fks.errors.FksInputError` with an offline hint comes
+  at once, not after ``from_pretrained``'s retries. A local folder's ``*.safetensors`` headers
+  are checked first (:func:`check_safetensors`), so a truncated file is named.
 * Prompts are tokenised by :func:`fks.generate.prompts.encode_prompt` (cut to ``max_prompt_len``
   keeping the end), LEFT-padded with an attention mask; position ids follow the mask inside
   ``generate``, so a prompt's output does not depend on the batch it is in.
@@ -23,7 +27,8 @@
   visible GPUs (and CPU memory if need be); inputs go to the embedding's device. This is the
   hidden-state path for big models (generation itself can use vLLM's tensor parallelism).
 * Answer = generated tokens before the first EOS. ``answer_logprobs[i]`` is
-  ``log_softmax(logits_i)[token_i]`` from the raw (unprocessed) logits; ``finish_reason`` is
+  ``log_softmax(logits_i)[token_i]`` from the raw (unprocessed) logits, recorded step by step
+  (:class:`_ChosenLogprobs`, no copy of the whole logits is kept); ``finish_reason`` is
   ``stop`` when an EOS was generated, ``length`` otherwise.
 """
 
@@ -33,6 +38,7 @@ import functools
 import hashlib
 import logging
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -43,12 +49,20 @@ from fks.generate.backends.base import GenerationOutput
 from fks.generate.prompts import encode_prompt
 from fks.io import sha256_file
 
+try:
+    from safetensors import SafetensorError
+except ImportError:  # pragma: no cover - safetensors is a dependency
+    SafetensorError = OSError  # type: ignore[assignment,misc]
+
 __all__ = [
     "HFBackend",
     "resolve_device",
     "files_digest",
     "local_model_dir",
     "offline_error",
+    "hub_load_offline",
+    "check_safetensors",
+    "HUB_PROBE_TIMEOUT_S",
     "model_file_hashes",
     "WEIGHT_PATTERNS",
     "TOKENIZER_FILES",
@@ -76,12 +90,40 @@ TOKENIZER_FILES = (
 
 
 def resolve_device(device: str | None) -> str:
-    """``device`` as given, else ``cuda`` when available, else ``cpu``."""
-    if device:
-        return device
+    """``device`` as given (checked), else ``cuda`` when available, else ``cpu``.
+
+    Raises:
+        FksInputError: (field ``device``) a string torch does not parse as a device
+            (``tpu:7``), or a device this machine does not have: CUDA without a GPU, an index
+            past the last GPU, MPS off macOS, or another backend torch reports unavailable.
+    """
+    if device and re.fullmatch(r"cpu(:\d+)?", device):
+        return device  # without importing torch: a hub check can still fail in a second
     import torch
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    if not device:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        raise FksInputError(f"expected a torch device such as cpu, cuda, cuda:1 or mps; "
+                            f"found {device!r}", field="device") from None
+    kind, index = parsed.type, parsed.index
+    if kind == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise FksInputError(f"found {device!r}, but this machine has no CUDA GPU visible to "
+                                "torch (use --device cpu)", field="device")
+        if index is not None and index >= count:
+            raise FksInputError(f"found {device!r}, but this machine has {count} CUDA GPU(s) "
+                                f"(cuda:0 to cuda:{count - 1})", field="device")
+        return device
+    module = getattr(torch.backends, kind, None) if kind == "mps" else getattr(torch, kind, None)
+    available = getattr(module, "is_available", None)
+    if not callable(available) or not available():
+        raise FksInputError(f"found {device!r}, but torch has no {kind} device on this machine "
+                            "(use cpu or cuda)", field="device")
+    return device
 
 
 #: values ``--dtype`` accepts (``auto``: see :func:`resolve_dtype`)
@@ -156,6 +198,90 @@ def offline_error(model_path: str, exc: BaseException) -> FksInputError:
     )
 
 
+#: the most seconds a hub id waits to learn whether the hub answers (DNS included)
+HUB_PROBE_TIMEOUT_S = 2.0
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _hub_answers(timeout: float | None = None) -> str | None:
+    """Return None when the hub endpoint answers HTTP within ``timeout`` s, else the reason.
+
+    One ``HEAD`` of the endpoint (``HF_ENDPOINT``, default ``https://huggingface.co``) through
+    httpx, proxies honoured, in a daemon thread that is given up on after ``timeout``: a
+    resolver that hangs counts against the budget too, which httpx's own timeout does not
+    cover. Any HTTP status is an answer.
+    """
+    import threading
+
+    import httpx
+
+    timeout = HUB_PROBE_TIMEOUT_S if timeout is None else timeout
+    endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    result: list[str | None] = []
+
+    def probe() -> None:
+        try:
+            httpx.head(endpoint, timeout=timeout, follow_redirects=False)
+            result.append(None)
+        except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"
+            result.append(f"{type(exc).__name__}: {str(exc)[:120]}")
+
+    worker = threading.Thread(target=probe, name="fks-hub-probe", daemon=True)
+    worker.start()
+    worker.join(timeout + 0.5)
+    if not result:
+        return f"{endpoint} did not answer within {timeout:g} s"
+    return None if result[0] is None else f"{endpoint}: {result[0]}"
+
+
+def hub_load_offline(model_path: str, revision: str | None) -> bool:
+    """Decide, in at most :data:`HUB_PROBE_TIMEOUT_S` s, how a non-local ``model_path`` loads.
+
+    Returns ``False`` (load as usual) for a local file or folder, and for a hub id when the
+    hub answers; ``True`` (``local_files_only``: no request at all) for a hub id whose files
+    are in the Hugging Face cache while the hub is unreachable or ``HF_HUB_OFFLINE`` is set.
+    Without this, ``from_pretrained`` spends 24-50 s retrying each file on an offline machine
+    before the same error.
+
+    Raises:
+        FksInputError: a path that does not exist and is no hub id (``namespace/name``), or a
+            hub id that is not cached while the hub is unreachable or offline mode is on.
+    """
+    if Path(model_path).exists():
+        return False
+    if not _REPO_ID.match(model_path) or ".." in model_path:
+        raise FksInputError("no such file or folder (and not a Hugging Face hub id "
+                            "namespace/name)", path=model_path, field="model_path")
+    cached = False
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = isinstance(try_to_load_from_cache(model_path, "config.json",
+                                                   revision=revision), str)
+    except Exception:  # noqa: BLE001 - an odd id or cache: let the probe decide
+        cached = False
+    offline = _truthy("HF_HUB_OFFLINE") or _truthy("TRANSFORMERS_OFFLINE")
+    reason = "offline mode, and not in the Hugging Face cache" if offline else _hub_answers()
+    if reason is None:
+        return False
+    if cached:
+        log.info("%s: the hub is not reachable (%s); loading the cached snapshot", model_path,
+                 reason)
+        return True
+    raise offline_error(model_path, ConnectionError(reason))
+
+
+def _folder_error(folder: str, exc: BaseException) -> FksInputError:
+    """Build the input error for a local model folder that does not load (a bad file)."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return FksInputError(f"cannot load the model in this folder ({type(exc).__name__}: "
+                         f"{first})", path=folder, field="model_path")
+
+
 def local_model_dir(model_path: str, revision: str | None) -> Path | None:
     """Find the folder holding the model's files: the path itself, or its hub snapshot."""
     p = Path(model_path)
@@ -181,6 +307,37 @@ def model_file_hashes(model_path: str, revision: str | None) -> dict[str, Any]:
     }
 
 
+def check_safetensors(folder: str | Path) -> None:
+    """Refuse a truncated or corrupt ``*.safetensors`` in ``folder`` before loading it.
+
+    Reads only each file's header: the 8-byte length, the JSON header, and the end of the
+    last tensor's data, which must be the file's end. A file cut short (a partial copy or
+    download) is :class:`FksInputError` naming it, where safetensors' own error names none.
+    """
+    import json
+    import struct
+
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        size = path.stat().st_size
+        try:
+            with path.open("rb") as fh:
+                head = fh.read(8)
+                if len(head) < 8:
+                    raise ValueError("shorter than the 8-byte header length")
+                (n,) = struct.unpack("<Q", head)
+                if 8 + n > size:
+                    raise ValueError(f"header of {n} bytes, file of {size}")
+                header = json.loads(fh.read(n))
+            ends = [int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"]
+        except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
+            raise FksInputError(f"not a readable safetensors file ({str(exc)[:120]}); copy or "
+                                "download it again", path=path, field="model_path") from None
+        if 8 + n + max(ends, default=0) != size:
+            raise FksInputError(f"truncated or padded safetensors file: its tensors end at byte "
+                                f"{8 + n + max(ends, default=0)}, the file has {size}; copy or "
+                                "download it again", path=path, field="model_path")
+
+
 def _require_accelerate() -> None:
     """Raise :class:`FksInputError` with the install hint when ``accelerate`` is missing."""
     import importlib.util
@@ -188,6 +345,45 @@ def _require_accelerate() -> None:
     if importlib.util.find_spec("accelerate") is None:
         raise FksInputError("device_map needs the accelerate package: pip install accelerate "
                             "(or drop --device-map and use one --device)", field="device_map")
+
+
+class _ChosenLogprobs:
+    """A logits processor that keeps, per decoding step, the log-prob of the greedy token.
+
+    It returns the scores unchanged. The protocol sets no other processor (the module
+    docstring), so the scores it sees are the raw logits, and the greedy token is their argmax:
+    ``log_softmax(logits)[argmax] = max - logsumexp``, a ``(batch,)`` vector per step. Before
+    issue 29 ``generate`` kept every step's whole ``(batch, vocab)`` logits
+    (``output_logits``: 1.6 GB per batch of 64 for Gemma's 262k vocabulary) only to read
+    these values. :meth:`chosen` checks that each recorded argmax is the token generated.
+    """
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[Any, Any]] = []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        top, token = scores.float().max(dim=-1)
+        self.steps.append((top - torch.logsumexp(scores.float(), dim=-1), token))
+        return scores
+
+    def chosen(self, new: Any, eos_ids: list[int]) -> Any:
+        """``(batch, steps)`` log-probs of the generated tokens ``new`` (checked)."""
+        import torch
+
+        if not self.steps:
+            return torch.zeros(new.shape[0], 0)
+        logp = torch.stack([lp for lp, _ in self.steps], dim=1).cpu()
+        tokens = torch.stack([t for _, t in self.steps], dim=1).cpu()
+        n = min(tokens.shape[1], new.shape[1])
+        # after its EOS a row gets padding, not the argmax; those steps are never read
+        eos = torch.isin(new[:, :n], torch.tensor(eos_ids, dtype=new.dtype))
+        live = torch.cumsum(eos, dim=1) - eos.long() == 0
+        if not bool(((tokens[:, :n] == new[:, :n]) | ~live).all()):
+            raise RuntimeError("a logits processor changed the greedy choice; answer_logprobs "
+                               "would not be the chosen tokens'")
+        return logp
 
 
 class HFBackend:
@@ -223,14 +419,19 @@ class HFBackend:
         device_map: str | dict[str, Any] | None = None,
         max_time_s: float | None = None,
     ) -> None:
-        import torch
-        import transformers
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         from fks.generate.gguf import resolve_model_source
 
         self.model_path = str(model_path)
         self.source = resolve_model_source(self.model_path)
+        # before torch is imported: an offline machine fails in seconds, not after retries
+        local_only = hub_load_offline(self.source.load_path, revision)
+        if Path(self.source.load_path).is_dir():
+            check_safetensors(self.source.load_path)
+
+        import torch
+        import transformers
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         self.generation = generation
         self.device = resolve_device(None if device_map else device)
         self.device_map = device_map
@@ -245,6 +446,8 @@ class HFBackend:
         self._transformers_version = transformers.__version__
         torch.manual_seed(generation.seed)
         kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code, "revision": revision}
+        if local_only:
+            kwargs["local_files_only"] = True
         placement = {"device_map": device_map} if device_map else {}
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self.source.load_path, **kwargs)
@@ -252,7 +455,11 @@ class HFBackend:
                 self.source.load_path, dtype=getattr(torch, self.dtype), **placement, **kwargs
             )
         except OSError as exc:
+            if Path(self.source.load_path).is_dir():
+                raise _folder_error(self.source.load_path, exc) from None
             raise offline_error(self.model_path, exc) from None
+        except SafetensorError as exc:  # a corrupt weight file check_safetensors let through
+            raise _folder_error(self.source.load_path, exc) from None
         if device_map:  # accelerate placed the layers; inputs go where the embedding is
             self.device = str(self.model.get_input_embeddings().weight.device)
         else:
@@ -317,21 +524,19 @@ class HFBackend:
             max_new_tokens=max_new_tokens,
             eos_token_id=self.eos_ids,
             pad_token_id=self.tokenizer.pad_token_id,
-            output_logits=True,
             return_dict_in_generate=True,
             **({"max_time": float(self.max_time_s)} if self.max_time_s is not None else {}),
         )
+        recorder = _ChosenLogprobs()
         started = time.monotonic()
         with torch.inference_mode():
             out = self.model.generate(
-                input_ids=input_ids, attention_mask=attention_mask, generation_config=config
+                input_ids=input_ids, attention_mask=attention_mask, generation_config=config,
+                logits_processor=[recorder],
             )
         elapsed = time.monotonic() - started
         new = out.sequences[:, input_ids.shape[1]:].cpu()
-        # (steps, batch, vocab) logits -> (batch, steps) log-prob of the chosen token
-        logits = torch.stack(out.logits, dim=1).float()
-        chosen = torch.log_softmax(logits, dim=-1).gather(-1, new[:, : logits.shape[1], None].to(
-            logits.device)).squeeze(-1).cpu()
+        chosen = recorder.chosen(new, self.eos_ids)
         outputs = [self._output(new[row].tolist(), chosen[row].tolist(), encoded[row])
                    for row in range(len(prompts))]
         if self.max_time_s is not None and elapsed >= self.max_time_s:

@@ -14,10 +14,11 @@ early (exit code 2) when more than half of the last 32 requests failed.
 
 Failures are bounded and never drop a prompt:
 
-* retried: HTTP 5xx and 429, timeouts, connection errors, and a malformed body (not JSON, or no
-  ``choices[0].text``); the wait before retry ``k`` (0-based) is
-  ``min(backoff_max, backoff_base * 2**k) * U(0.5, 1.5)`` with ``U`` from a ``random.Random``
-  seeded by ``(seed, prompt)``, so the schedule is reproducible;
+* retried: HTTP 5xx and 429, timeouts, connection errors, and a malformed body (not JSON, no
+  ``choices[0].text``, or one field of the wrong kind: a NaN or positive log-prob, a string
+  token count, an object ``finish_reason``; see :func:`_parse`); the wait before retry ``k``
+  (0-based) is ``min(backoff_max, backoff_base * 2**k) * U(0.5, 1.5)`` with ``U`` from a
+  ``random.Random`` seeded by ``(seed, prompt)``, so the schedule is reproducible;
 * not retried: other 4xx (a bad request stays bad);
 * after the last attempt the output has ``status`` ``timeout`` (the last failure was a timeout)
   or ``error``, and ``error`` gives the reason.
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import random
 import time
@@ -54,6 +56,7 @@ from typing import Any
 import httpx
 
 from fks.configs import GenerationConfig
+from fks.data.schema import LOGPROB_SLACK
 from fks.errors import FksInputError
 from fks.generate.backends.base import GenerationOutput
 
@@ -96,33 +99,84 @@ def backoff_delay(attempt: int, rng: random.Random, base: float, cap: float) -> 
     return min(cap, base * 2**attempt) * (0.5 + rng.random())
 
 
+class _Malformed(ValueError):
+    """One field of a 200 reply that is not what the completions API specifies."""
+
+    def __init__(self, field: str, expected: str, found: Any) -> None:
+        text = json.dumps(found, default=str) if not isinstance(found, float) else repr(found)
+        super().__init__(f"{field}: expected {expected}, found "
+                         f"{text[:60] + '...' if len(text) > 60 else text}")
+
+
+def _logprobs(lp: Any) -> list[float] | None:
+    """``choices[0].logprobs.token_logprobs`` checked: finite numbers <= 0 (``None`` skipped)."""
+    where = "choices[0].logprobs"
+    if lp is None:
+        return None
+    if not isinstance(lp, dict):
+        raise _Malformed(where, "an object", lp)
+    values = lp.get("token_logprobs")
+    if values is None:
+        return None
+    if not isinstance(values, list):
+        raise _Malformed(f"{where}.token_logprobs", "a list of log-probabilities", values)
+    out: list[float] = []
+    for i, x in enumerate(values):
+        if x is None:  # the first prompt token of an echo has none
+            continue
+        if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) \
+                or x > LOGPROB_SLACK:
+            raise _Malformed(f"{where}.token_logprobs[{i}]", "a finite log-probability <= 0", x)
+        out.append(float(x))
+    return out
+
+
+def _count(value: Any, field: str) -> int | None:
+    """Check a token count: absent, or a non-negative integer (never a string or float)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _Malformed(field, "a non-negative integer token count", value)
+    return value
+
+
 def _parse(body: bytes, status_code: int) -> GenerationOutput:
-    """Turn a 200 response body into an output; malformed bodies raise :class:`_Retryable`."""
+    """Turn a 200 response body into an output; malformed bodies raise :class:`_Retryable`.
+
+    Malformed is a body that is not JSON or has no ``choices[0].text`` string, and also one
+    field that is there but wrong: a log-prob that is not a finite number <= 0 (NaN, 2.5,
+    ``"-0.1"``), a token count that is not a non-negative integer, a ``finish_reason`` that is
+    not a string, ``usage``/``logprobs`` that are not objects. The reason names the field, so
+    after the last attempt the query's record (``status`` ``error``) says which one was bad;
+    the rest of the batch is kept.
+    """
     try:
         data = json.loads(body)
         choice = data["choices"][0]
         text = choice["text"]
         if not isinstance(text, str):
-            raise TypeError("choices[0].text is not a string")
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise _Malformed("choices[0].text", "a string", text)
+        lp = choice.get("logprobs")
+        logprobs = _logprobs(lp)
+        usage = data.get("usage")
+        if usage is None:
+            usage = {}
+        elif not isinstance(usage, dict):
+            raise _Malformed("usage", "an object", usage)
+        n_prompt = _count(usage.get("prompt_tokens"), "usage.prompt_tokens")
+        n_gen = _count(usage.get("completion_tokens"), "usage.completion_tokens")
+        if n_gen is None and isinstance(lp, dict) and isinstance(lp.get("tokens"), list):
+            n_gen = len(lp["tokens"])
+        finish = choice.get("finish_reason")
+        if finish is not None and not isinstance(finish, str):
+            raise _Malformed("choices[0].finish_reason", "a string", finish)
+    except _Malformed as exc:
+        raise _Retryable("error", f"malformed response (HTTP {status_code}): {exc}") from None
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise _Retryable("error", f"malformed response (HTTP {status_code}): "
                          f"{type(exc).__name__}: {str(exc)[:120]}") from None
-    lp = choice.get("logprobs") or {}
-    token_lps = lp.get("token_logprobs") if isinstance(lp, dict) else None
-    logprobs = (
-        [float(x) for x in token_lps if x is not None] if isinstance(token_lps, list) else None
-    )
-    usage = data.get("usage") or {}
-    n_gen = usage.get("completion_tokens")
-    if n_gen is None and isinstance(lp, dict) and isinstance(lp.get("tokens"), list):
-        n_gen = len(lp["tokens"])
-    return GenerationOutput(
-        text=text,
-        n_prompt_tokens=usage.get("prompt_tokens"),
-        n_generated_tokens=n_gen,
-        answer_logprobs=logprobs,
-        finish_reason=choice.get("finish_reason"),
-    )
+    return GenerationOutput(text=text, n_prompt_tokens=n_prompt, n_generated_tokens=n_gen,
+                            answer_logprobs=logprobs, finish_reason=finish)
 
 
 class OpenAICompletionsBackend:
@@ -288,6 +342,10 @@ class OpenAICompletionsBackend:
                 log.debug("attempt %d failed: %s", attempt + 1, exc.reason)
             except _Fatal as exc:
                 return GenerationOutput(text="", status="error", error=str(exc))
+            except Exception as exc:  # noqa: BLE001 - one bad reply never loses the batch
+                return GenerationOutput(text="", status="error",
+                                        error=f"unexpected {type(exc).__name__}: "
+                                              f"{str(exc)[:160]}")
         assert last is not None
         return GenerationOutput(
             text="", status="timeout" if last.kind == "timeout" else "error",

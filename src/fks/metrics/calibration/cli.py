@@ -12,27 +12,19 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
+
+from fks.cli_routing import default_run_group
 
 log = logging.getLogger("fks")
 
 
-class _DefaultRunGroup(TyperGroup):
-    """A group whose first argument, when it is not a subcommand, goes to ``run``.
-
-    So ``fks calibrate RUN`` means ``fks calibrate run RUN`` while ``fks calibrate elicit RUN``
-    still reaches ``elicit``.
-    """
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
-            args = ["run", *args]
-        return super().parse_args(ctx, args)
-
-
 calibrate_app = typer.Typer(
-    cls=_DefaultRunGroup,
-    help="Calibration of confidence sources against answer correctness.",
+    cls=default_run_group("judged.jsonl"),
+    help="Calibration of confidence sources against answer correctness. `fks calibrate RUN` "
+    "means `fks calibrate run RUN`. A first argument that names a subcommand is that "
+    "subcommand, unless a run directory of that name exists (holding judged.jsonl or "
+    "evaluation_manifest.json) and the subcommand would lack its arguments: with a folder "
+    "./run, `fks calibrate run` calibrates ./run.",
     no_args_is_help=True,
 )
 

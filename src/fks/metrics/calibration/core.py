@@ -447,9 +447,8 @@ COVERAGE_VIEWS: dict[str, str] = {
                   "answer and confidence (abstained, invalid, timed out, unjudged) counts as "
                   "not correctly answered, with confidence 0, so it is retained last and "
                   "counts as an error at full coverage (accuracy, risk and AURC penalise it); "
-                  "Brier, NLL and ECE in this view score p = 0 for a query that got no "
-                  "correct answer, a correct statement, so they are not comparable with the "
-                  "confidence view's",
+                  "the view reports accuracy, risk and AURC only: Brier, NLL and ECE would "
+                  "score that p = 0 as a correct statement and reward abstention",
 }
 
 

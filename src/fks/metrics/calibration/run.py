@@ -32,6 +32,19 @@ else ``valid``. Confidence coverage = valid / answered-with-known-outcome; end-t
 coverage = valid / all queries of the reading. No row is dropped: every query and its
 outcomes go to ``RUN/metrics/calibration_per_query.jsonl``.
 
+**The end-to-end (all-queries) view holds accuracy, risk and AURC only** (issue 28). There a
+query without a valid answer and confidence is scored ``y = 0`` at ``p = 0``, which a proper
+score reads as a *correct* statement: its Brier term is 0, its NLL term ``-log(1 - eps)``,
+and it sits in ECE's lowest bin at zero gap. So the Brier, NLL and ECE of that view equal
+(end-to-end coverage) x (their answered-rows value) and reward abstention -- a model that
+abstains on 19 queries of 20 beat honest ones. Decision: they are *dropped* from the view, not
+replaced -- no abstention-neutral form of a proper score exists without inventing a
+confidence for the queries never answered, and the answered-rows view already holds the
+calibration. The view's ``figures`` (and each slice's ``end_to_end_figures``) keep ``n``,
+``accuracy``, ``aurc``, ``risk_at_coverage`` (and ``risk_at_full_coverage`` in slices) and
+their intervals, plus ``not_in_view`` naming each score left out and why; its reliability
+table is left out for the same reason (:data:`END_TO_END_NOT_IN_VIEW`).
+
 Outputs: ``RUN/metrics/calibration_summary.json`` (figures, reliability and risk-coverage
 arrays ready to plot, slices with fact-clustered intervals, recalibration on the test split),
 ``calibration_per_query.jsonl``, optional PNG plots, and ``stages.calibrate`` in the manifest.
@@ -114,6 +127,15 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: scores the end-to-end view leaves out (module docstring), with the reason written there
+END_TO_END_NOT_IN_VIEW: dict[str, str] = dict.fromkeys(
+    ("ece_equal_width", "ece_equal_mass", "brier", "nll", "mean_confidence", "reliability",
+     "bin_counts_equal_width"),
+    "not in the end-to-end view: a query without a valid answer is scored y = 0 at p = 0, "
+    "which a proper score counts as a correct statement, so the value would be end-to-end "
+    "coverage x the answered-rows value and would reward abstention; read the answered-rows "
+    "view for calibration and accuracy, risk and AURC here")
 
 SUMMARY_NAME = "calibration_summary.json"
 PER_QUERY_NAME = "calibration_per_query.jsonl"
@@ -709,6 +731,35 @@ def _provenance(manifest: dict[str, Any], gens: _Rows, judged: _Rows,
     }
 
 
+def _run_prompt_version(run_dir: Path, manifest: dict[str, Any],
+                        provenance: dict[str, Any]) -> tuple[str | None, Path]:
+    """Return the run's prompt version and the file it comes from (issue 28).
+
+    A sampling stage that disagrees with it is exit 2 naming both files.
+    ``prompt_version`` of ``RUN/evaluation_manifest.json``, else the generations' one value.
+    ``stages.calibrate_sample.prompt_version`` (written by ``fks calibrate sample``) must
+    equal it; the samples' rows are checked by
+    :func:`~fks.metrics.calibration.semantic_entropy.load_semantic_entropy`.
+    """
+    from fks.generate.manifest import MANIFEST_NAME
+
+    manifest_path = run_dir / MANIFEST_NAME
+    version = manifest.get("prompt_version")
+    source = manifest_path
+    if not isinstance(version, str):
+        version, source = provenance.get("prompt_version"), run_dir / "generations.jsonl"
+    stages = manifest.get("stages")
+    stage = stages.get("calibrate_sample") if isinstance(stages, dict) else None
+    sampled = stage.get("prompt_version") if isinstance(stage, dict) else None
+    if (version is not None and sampled is not None and sampled != version
+            and (run_dir / SAMPLES_NAME).is_file()):
+        raise FksInputError(
+            f"{SAMPLES_NAME} was sampled with prompt version {sampled!r}, but the run's is "
+            f"{version!r} ({source}); resample with `fks calibrate sample`",
+            path=manifest_path, field="stages.calibrate_sample.prompt_version")
+    return version, source
+
+
 def default_span_tokenizer_path(manifest: dict[str, Any]) -> str | None:
     """Return the tokenizer folder the run's model was loaded from, for the answer-span offsets.
 
@@ -787,9 +838,11 @@ def load_run(run_dir: str | Path, *, main_families: Sequence[str],
         files[VERBALIZED_NAME] = sha256_file(run_dir / VERBALIZED_NAME)
     aliases = [str(v) for v in ((manifest.get("model") or {}).get("path"),
                                 (manifest.get("backend") or {}).get("model_path")) if v]
+    run_prompt, prompt_source = _run_prompt_version(run_dir, manifest, provenance)
     sem = load_semantic_entropy(run_dir, bench, model,
                                 greedy={q: g.raw_response for q, g in gens.items()
-                                        if g.status == "ok"}, model_aliases=aliases)
+                                        if g.status == "ok"}, model_aliases=aliases,
+                                prompt_version=run_prompt, prompt_source=prompt_source)
     if sem is not None:
         files[SAMPLES_NAME] = sha256_file(sem.path)
     data_source = {} if bench is None else {
@@ -973,6 +1026,18 @@ def _slice_figures(p: np.ndarray, y: np.ndarray, codes: np.ndarray, s: Calibrati
     }
 
 
+def _end_to_end_only(figures: dict[str, Any]) -> dict[str, Any]:
+    """Drop the abstention-rewarding scores (and their intervals) from end-to-end figures."""
+    out = {k: v for k, v in figures.items() if k not in END_TO_END_NOT_IN_VIEW}
+    intervals = out.get("intervals")
+    if isinstance(intervals, dict):
+        out["intervals"] = {k: v for k, v in intervals.items()
+                            if k not in END_TO_END_NOT_IN_VIEW}
+    out["not_in_view"] = {k: END_TO_END_NOT_IN_VIEW[k] for k in figures
+                          if k in END_TO_END_NOT_IN_VIEW}
+    return out
+
+
 def _slices(cols: _Columns, sc: _Scored, s: CalibrationSettings,
             cache: BootstrapCache | None = None) -> dict[str, Any]:
     """Coverage and figures in both views (with fact-clustered intervals) per slice value."""
@@ -986,8 +1051,8 @@ def _slices(cols: _Columns, sc: _Scored, s: CalibrationSettings,
                 "coverage": _coverage(cols, sc, idx),
                 "figures": _slice_figures(p, y, cols.part_codes(keep), s, cache=cache)
                 if p.size else None,
-                "end_to_end_figures": _slice_figures(pe, ye, cols.part_codes(idx), s,
-                                                     "end_to_end", cache),
+                "end_to_end_figures": _end_to_end_only(
+                    _slice_figures(pe, ye, cols.part_codes(idx), s, "end_to_end", cache)),
             }
     return out
 
@@ -1012,8 +1077,9 @@ def source_block(rows: Sequence[QueryRow], source: str, s: CalibrationSettings, 
     """Coverage, both coverage views, intervals, slices, recalibration of one source.
 
     The top-level ``figures``/``intervals``/``reliability``/``risk_coverage`` are the
-    confidence-coverage view (answered rows with a valid confidence); ``end_to_end`` holds the
-    same over every query of the reading (:func:`_end_to_end_arrays`). ``cache``, ``columns``
+    confidence-coverage view (answered rows with a valid confidence); ``end_to_end`` holds
+    accuracy, risk and AURC over every query of the reading (:func:`_end_to_end_arrays`;
+    no ECE, Brier, NLL or reliability there: :data:`END_TO_END_NOT_IN_VIEW`). ``cache``, ``columns``
     and ``scored`` (the reading's :class:`_Columns` and the rows scored for ``source``) only
     save work when the caller has them; the result is the same.
     """
@@ -1028,8 +1094,12 @@ def source_block(rows: Sequence[QueryRow], source: str, s: CalibrationSettings, 
                             "answered with a confidence from this source")
         return block
     pe, ye = _end_to_end_arrays(sc, every)
-    block["end_to_end"] = {"definition": COVERAGE_VIEWS["end_to_end"],
-                           **_view(pe, ye, cols.part_codes(every), s, "end_to_end", cache)}
+    e2e = _view(pe, ye, cols.part_codes(every), s, "end_to_end", cache)
+    del e2e["reliability"]
+    e2e["figures"] = _end_to_end_only(e2e["figures"])
+    e2e["intervals"] = _end_to_end_only(e2e["intervals"])
+    e2e["intervals"].pop("not_in_view")
+    block["end_to_end"] = {"definition": COVERAGE_VIEWS["end_to_end"], **e2e}
     block.update(_view(p, y, cols.part_codes(keep), s, "confidence", cache))
     block["slices"] = _slices(cols, sc, s, cache)
     block["recalibration"] = recalibration_report(
@@ -1277,6 +1347,10 @@ def run_calibration(
                                         seed=boot.seed)
     s.check()
     main_families = list(configs.metrics.main_families)
+    from fks.provenance import check_inputs, record_files
+
+    chain = check_inputs(run_dir, "calibrate", ["generations.jsonl", "judged.jsonl"],
+                         optional=["scored.jsonl", VERBALIZED_NAME, SAMPLES_NAME])
     inputs = load_run(run_dir, main_families=main_families, benchmark=benchmark,
                       tokenizer=s.tokenizer)
     missing = {} if inputs.verbalized_available else {
@@ -1312,6 +1386,7 @@ def run_calibration(
         "sources_available": available, "sources_missing": sorted(missing),
         "n_queries": len(inputs.rows), "finished_at": summary["created_at"],
     })
+    record_files(run_dir, "calibrate", chain, [out_dir / n for n in outputs])
     log.info("calibration of %d queries (%s) -> %s", len(inputs.rows), ", ".join(available),
              out_dir / SUMMARY_NAME)
     return summary

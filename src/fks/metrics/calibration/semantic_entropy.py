@@ -399,6 +399,9 @@ def sample_run(run_dir: str | Path, backend: Any, *, benchmark: Any, k: int = DE
         **info, "prompt_version": PROMPT_VERSION, "sampling_version": SAMPLING_VERSION,
         "backend": describe() if callable(describe) else {"model_path": model_name},
         "sha256": sha256_file(path)})
+    from fks.provenance import record_files
+
+    record_files(run_dir, "calibrate_sample", {}, [path])
     return info
 
 
@@ -441,7 +444,10 @@ class SemanticEntropyData:
 
 def load_semantic_entropy(run_dir: Path, bench: Any, model: str | None = None,
                           greedy: dict[str, str] | None = None,
-                          model_aliases: Sequence[str] = ()) -> SemanticEntropyData | None:
+                          model_aliases: Sequence[str] = (),
+                          prompt_version: str | None = None,
+                          prompt_source: str | Path | None = None,
+                          ) -> SemanticEntropyData | None:
     """Read and cluster ``RUN/samples.jsonl``; None when the file does not exist.
 
     Args:
@@ -451,11 +457,15 @@ def load_semantic_entropy(run_dir: Path, bench: Any, model: str | None = None,
             of ``model_aliases``, e.g. the manifest's model path) is exit 2.
         greedy: ``{query_id: raw_response}`` of the greedy generations (the ``c*`` answers).
         model_aliases: other names of the run's model.
+        prompt_version: the run's prompt version (issue 28): a row sampled with another
+            prompt is exit 2 naming the samples file and ``prompt_source``.
+        prompt_source: the file the run's version comes from (``RUN/evaluation_manifest.json``,
+            or the generations), named in the message.
 
     Raises:
         FksInputError: no benchmark to cluster against, a query unknown to it or with another
             fact, a duplicate query, ``len(samples) != k`` (or of the log-probs), rows of mixed
-            protocols, or another model.
+            protocols, another model, or another prompt version.
     """
     from fks.judge import build_lexicons
 
@@ -480,6 +490,12 @@ def load_semantic_entropy(run_dir: Path, bench: Any, model: str | None = None,
             raise FksInputError(f"sampled from {rec.model!r}, but the run's generations are "
                                 f"from {model!r}: semantic entropy must come from the same "
                                 "model", path=path, line=line, field="model")
+        if prompt_version is not None and rec.prompt_version != prompt_version:
+            raise FksInputError(
+                f"sampled with prompt version {rec.prompt_version!r}, but the run's is "
+                f"{prompt_version!r} ({prompt_source}): the samples must answer the same "
+                "prompts as the greedy generations (resample with `fks calibrate sample`)",
+                path=path, line=line, field="prompt_version")
         if rec.query_id in rows:
             raise FksInputError(f"{rec.query_id} is sampled twice", path=path, line=line,
                                 field="query_id")

@@ -418,5 +418,8 @@ def elicit_verbalized(
         "sha256": sha256_file(out_path),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
     })
+    from fks.provenance import record_files
+
+    record_files(run_dir, "calibrate_elicit", {}, [out_path])
     log.info("verbalized confidence: %d elicited, %d already there", len(todo), len(done))
     return info

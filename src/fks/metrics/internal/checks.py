@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fks.errors import FksInputError
+from fks.io import load_npz
 from fks.metrics.internal.negatives import random_negatives
 from fks.metrics.internal.reference import embed_run
 from fks.metrics.internal.sanity import (
@@ -189,12 +191,18 @@ def _second_pass(ctx: Context, layer: int, q: np.ndarray, V: np.ndarray, res: Re
         return None, (f"no {DUPLICATE_PASS_NAME} in the hidden store (extracted without the "
                       "second forward pass, or metrics.yaml: sanity.duplicate_sample is 0); "
                       "rerun `fks extract --overwrite`")
-    with np.load(path, allow_pickle=False) as z:
-        key = f"layer_{layer:03d}"
-        if key not in z.files:
-            return None, f"{DUPLICATE_PASS_NAME} lacks layer {layer}"
-        rows, fresh = np.asarray(z["rows"], np.int64), np.asarray(z[key], np.float32)
-        dtype = str(z["compute_dtype"]) if "compute_dtype" in z.files else None
+    z = load_npz(path)  # small (the sampled rows); a truncated archive is exit 2
+    key = f"layer_{layer:03d}"
+    if key not in z:
+        return None, f"{DUPLICATE_PASS_NAME} lacks layer {layer}"
+    if "rows" not in z:
+        raise FksInputError(f"{DUPLICATE_PASS_NAME} has no 'rows' array", path=path,
+                            field="rows")
+    rows, fresh = np.asarray(z["rows"], np.int64), np.asarray(z[key], np.float32)
+    if fresh.ndim != 2 or len(fresh) != len(rows):
+        raise FksInputError(f"expected {len(rows)} rows in {key}, found shape "
+                            f"{tuple(fresh.shape)}", path=path, field=key)
+    dtype = str(z["compute_dtype"]) if "compute_dtype" in z else None
     pos_of = {int(r): k for k, r in enumerate(design.rows.tolist())}
     keep = [k for k, r in enumerate(rows.tolist()) if int(r) in pos_of]
     if not keep:

@@ -43,12 +43,15 @@ def load_layer(store: HiddenStore, layer: int, design: Design,
     """Rows of one layer as float32 ``(n, d)``, read in chunks from the memory map.
 
     Raises:
-        FksInputError: a row holds NaN or Inf (names the query_id and the layer), or the
-            layer file is missing or has the wrong shape/dtype (names the layer).
+        FksInputError: a row holds NaN or Inf (names the query_id and the layer), the
+            layer file is missing or has the wrong shape/dtype (names the layer), or every
+            row read is the same vector (an all-zero layer: a blanked file, never a model's
+            states; the whitening would have no direction to keep).
     """
     mm = store.layer(layer)
     sel = design.rows if rows is None else rows
     x = np.empty((len(sel), mm.shape[1]), dtype=np.float32)
+    varies = False
     for s in range(0, len(sel), _CHUNK):
         x[s:s + _CHUNK] = mm[sel[s:s + _CHUNK]]
         bad = np.flatnonzero(~np.isfinite(x[s:s + _CHUNK]).all(axis=1))
@@ -58,7 +61,13 @@ def load_layer(store: HiddenStore, layer: int, design: Design,
             raise FksInputError(
                 f"{qid}: NaN or Inf in layer {layer} ({layer_filename(layer)} row {row})",
                 path=store.dir / "index.jsonl", line=row + 1, field="query_id")
+        varies = varies or bool((x[s:s + _CHUNK] != x[0]).any())
     del mm
+    if len(sel) > 1 and not varies:
+        what = "zero" if not x[0].any() else "the same vector"
+        raise FksInputError(f"all {len(sel)} rows read from layer {layer} are {what}: not "
+                            "hidden states of a model (a blanked or overwritten file); rerun "
+                            "`fks extract --overwrite`", path=store.dir / layer_filename(layer))
     return x
 
 

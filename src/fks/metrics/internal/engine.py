@@ -47,7 +47,7 @@ from fks.configs import FAMILIES, ConfigSet
 from fks.data.load import Benchmark, load_benchmark
 from fks.errors import FksInputError
 from fks.hidden.store import HiddenStore, layer_filename
-from fks.io import atomic_path, iter_jsonl, sha256_file
+from fks.io import atomic_path, iter_jsonl, read_json, sha256_file
 from fks.log import progress_bar
 from fks.metrics.internal.context import (
     TRANSPORTS,
@@ -283,6 +283,28 @@ def _write_centroids(folder: Path, layer: int, V: np.ndarray, has: np.ndarray) -
 
 
 # ============================================================================ the run
+def _check_chain(run_dir: Path, transport: str) -> dict[str, str]:
+    """Verify the files this stage reads and the weights they record; return their digests.
+
+    The hidden states, the J-Lens fit and the behavioural per-fact file must be those the
+    run's stages wrote (:mod:`fks.provenance`), made with the run's weights.
+    """
+    from fks.provenance import check_inputs, check_weights, expand_outputs
+
+    files = list(expand_outputs(run_dir, "extract"))
+    if transport == "jlens":
+        files += expand_outputs(run_dir, "jlens")
+    inputs = check_inputs(run_dir, "metrics_internal", files,
+                          optional=[f"{METRICS_DIR}/behavioral_per_fact.jsonl"])
+    for rel in ("hidden/meta.json", "reference/hidden/meta.json", "jlens/manifest.json"):
+        if rel in inputs:
+            doc = read_json(run_dir / rel)
+            info = (doc.get("model_info") or {}) if isinstance(doc, dict) else {}
+            check_weights(run_dir, info.get("weights_sha256") if isinstance(info, dict)
+                          else None, stage="metrics_internal", made_by=run_dir / rel)
+    return inputs
+
+
 def _prepare(run_dir: Path, bench: Benchmark, configs: ConfigSet, transport: str,
              out_dir: Path) -> Context:
     from fks.metrics.behavior import readings_for
@@ -444,12 +466,16 @@ def run_internal_metrics(
             benchmark -- each naming the query_id and/or the layer.
     """
     from fks.metrics.internal.report import assemble_outputs
+    from fks.provenance import check_benchmark, record_files
 
     started = time.perf_counter()
     run_dir = Path(run_dir)
+    inputs = _check_chain(run_dir, transport)
+    bench = _resolve_benchmark(benchmark)
+    check_benchmark(run_dir, bench.checksum(), bench.root)
     out = Path(out_dir) if out_dir is not None else run_dir / METRICS_DIR
     (out / CENTROIDS_DIR).mkdir(parents=True, exist_ok=True)
-    ctx = _prepare(run_dir, _resolve_benchmark(benchmark), configs, transport, out)
+    ctx = _prepare(run_dir, bench, configs, transport, out)
     tol = tolerances or SanityTolerances.from_config(configs.metrics)
     averaging = centroid_matrix(ctx.design)
     layers: list[LayerScores] = []
@@ -470,6 +496,8 @@ def run_internal_metrics(
     sanity = finish_sanity(ctx, sanity or {}, ablation, tol)
     log.info("%s", sanity_line(sanity))
     result = assemble_outputs(ctx, layers, sanity or {}, seconds=time.perf_counter() - started)
+    if out_dir is None:  # an ablation written elsewhere is not the run's stage output
+        record_files(run_dir, "metrics_internal", inputs)
     log.info("ISS/KTS of %d facts over %d window layers -> %s (%.1f s)",
              len(ctx.design.fact_ids), len(ctx.window), out, time.perf_counter() - started)
     return result
