@@ -161,20 +161,28 @@ def _plain_generate(backend, prompts: list[str], batch: int) -> tuple[float, lis
 def bench_generate(args: argparse.Namespace) -> dict:
     """fks's HF backend against plain ``transformers`` on the same main queries, one process.
 
-    Arms (model loaded once, load excluded everywhere): ``fks`` at each ``--batches`` and
+    Arms (model loaded once, load excluded everywhere): ``fks`` (batches formed from the
+    length-sorted queries, as :func:`fks.generate.runner.generate_run` does) at each
+    ``--batches`` and
     ``plain`` (left-padded ``model.generate``) at each, interleaved over ``--repeats``, best
     time of each; then the float32 bar: fks's answers at its default batch against plain
     transformers one prompt at a time on the first ``--bar`` prompts.
     """
     from fks.generate.prompts import build_prompt
+    from fks.generate.runner import length_sorted
 
     backend = _backend(args.model, args.dtype)
-    prompts = [build_prompt(q) for q in _queries(args.benchmark, args.n)]
+    queries = _queries(args.benchmark, args.n)
+    prompts = [build_prompt(q) for q in queries]
+    # fks's runner forms its batches from the length-sorted queries (generate_run)
+    by_length = [build_prompt(q) for q in length_sorted(queries)]
+    back = {p: i for i, p in enumerate(by_length)}
     best: dict[str, float] = {}
     texts: dict[str, list[str]] = {}
     for _ in range(args.repeats):
         for batch in args.batches:
-            secs, _, out = _generate(backend, prompts, batch)
+            secs, _, out = _generate(backend, by_length, batch)
+            out = [out[back[p]] for p in prompts]
             best[f"fks_b{batch}"] = min(best.get(f"fks_b{batch}", secs), secs)
             texts[f"fks_b{batch}"] = out
             secs, out = _plain_generate(backend, prompts, batch)

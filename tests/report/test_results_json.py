@@ -177,7 +177,7 @@ def test_run_json_prints_only_the_results_on_stdout(tiny_model_dir, tiny_benchma
     assert on_disk.model_dump(exclude={"created_at"}) == res.model_dump(exclude={"created_at"})
     manifest = read_json(run / "evaluation_manifest.json")
     assert res.run.weights_sha256 == manifest["weights_sha256"] is not None
-    assert res.run.backend == "hf" and res.run.batch_size == 16 and res.run.judge == "alias"
+    assert res.run.backend == "hf" and res.run.batch_size == 64 and res.run.judge == "alias"
     assert res.run.dtype == manifest["backend"]["dtype"]
     assert res.figures.anchor_accuracy.point is not None
     # KTS points only (--no-kts-bootstrap) or withheld: never an interval made up

@@ -46,7 +46,7 @@ def generate_cmd(
         typer.Option(help="Only these condition families (repeatable, or comma-separated)."),
     ] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N selected queries.")] = None,
-    batch_size: Annotated[int, typer.Option(help="Prompts per batch (and per append).")] = 16,
+    batch_size: Annotated[int, typer.Option(help="Prompts per batch (and per append).")] = 64,
     shard: Annotated[
         str | None,
         typer.Option(help="i/n (1-based): only the facts dealt to shard i (balanced by "

@@ -416,8 +416,28 @@ def _drop_failed(path: Path) -> int:
     return len(rows) - len(kept)
 
 
+def length_sorted(selected: list[Query]) -> list[Query]:
+    """Return the queries by prompt length (characters; ties in selection order).
+
+    An in-process backend pads a batch to its longest prompt, and the context and
+    multilingual prompts are several times longer than the anchor ones: batches of similar
+    lengths spend far fewer padded positions (issue 29). The order depends only on the
+    selection, never on the batch size, so a resumed run forms the same batches; the file is
+    put back in selection order at the end (:func:`_restore_order`). Left padding with the
+    mask's position ids makes a float32 answer independent of its batch, so the order changes
+    no answer (``tests/generate``).
+    """
+    return sorted(selected, key=lambda q: len(build_prompt(q)))
+
+
 def _restore_order(path: Path, selected: list[Query]) -> None:
-    """Rewrite ``path`` atomically in selection order if retried rows were appended late."""
+    """Rewrite ``path`` atomically in selection order if its rows are out of it.
+
+    Rows are out of order when retried rows were appended late, or when the batches were formed
+    by :func:`length_sorted`.
+    """
+    if not path.is_file():
+        return
     rank = {q.query_id: i for i, q in enumerate(selected)}
     rows = [rec for _, rec in iter_jsonl(path, GenerationRecord)]
     keys = [rank[r.query_id] for r in rows]  # type: ignore[union-attr]
@@ -583,13 +603,13 @@ def _generate_into(gen_path: Path, selected: list[Query], model: str, batch_size
         stopped = None
         try:
             new_counts = _generate_batches(
-                list(_pending_batches(selected, done, batch_size, whole=whole)),
+                list(_pending_batches(length_sorted(selected) if whole else selected, done,
+                                      batch_size, whole=whole)),
                 backend=backend, out=out, make=make, max_new_tokens=max_new_tokens,
                 on_batch=on_batch)
         except _TooManyFailures as exc:
             new_counts, stopped = exc.counts, exc.reason
-    if retry_errors:
-        _restore_order(gen_path, selected)
+    _restore_order(gen_path, selected)  # batches ran by length; the file is in query order
     counts.update(new_counts)
     return GenerateSummary(target, len(selected), len(done), sum(new_counts.values()),
                            dict(counts)), stopped

@@ -43,7 +43,9 @@ class PipelineOptions:
             float32 (see :func:`fks.hidden.jlens.fit_jlens`).
         revision: hub revision of the model.
         trust_remote_code: allow the model repository's own code.
-        batch_size: prompts per generation batch and per extraction forward pass.
+        batch_size: prompts per generation batch and per extraction forward pass (64: on 2 CPU
+            cores Gemma 3 270M generates 1.6x faster than at 16, issue 29; bf16 answers move
+            with it, float32 ones do not).
         judge: judge spec (``alias``, ``hf:PATH``, ``openai:URL``).
         jlens_prompts: main queries the J-Lens average runs over.
         jlens_seed: their sampling seed.
@@ -59,7 +61,7 @@ class PipelineOptions:
     dtype: str | None = None
     revision: str | None = None
     trust_remote_code: bool = False
-    batch_size: int = 16
+    batch_size: int = 64
     judge: str = "alias"
     jlens_prompts: int = 256
     jlens_seed: int = 20260101

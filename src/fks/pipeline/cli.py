@@ -46,7 +46,8 @@ def run_cmd(
     revision: Annotated[str | None, typer.Option(help="Hub revision of the model.")] = None,
     trust_remote_code: Annotated[bool, typer.Option(
         help="Allow the model repository's own code.")] = False,
-    batch_size: Annotated[int, typer.Option(min=1, help="Prompts per batch.")] = 16,
+    batch_size: Annotated[int, typer.Option(
+        min=1, help="Prompts per batch (generation and extraction).")] = 64,
     judge: Annotated[str, typer.Option(
         help="Judge: alias (default, deterministic), hf:PATH or openai:URL.")] = "alias",
     jlens_prompts: Annotated[int, typer.Option(

@@ -140,7 +140,8 @@ def sanity_context(sanity: dict[str, Any] | None) -> dict[str, Any] | None:
 DETAIL_COLUMNS: dict[str, tuple[str, ...]] = {
     "model": ("model",), "weights sha256": ("weights_sha256",),
     "benchmark checksum": ("benchmark_checksum",), "backend": ("backend",),
-    "dtype": ("dtype",), "batch size": ("batch_size",), "prompt version": ("prompt_version",),
+    "dtype": ("dtype",), "batch size": ("batch_size",), "kernels": ("kernels",),
+    "prompt version": ("prompt_version",),
     "judge": ("judge", "judge_revision"), "fks version": ("fks_version",),
 }
 

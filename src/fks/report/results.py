@@ -162,6 +162,8 @@ class RunDetails(_Strict):
     device: str | None = None
     dtype: str | None = Field(None, description="the dtype the model ran in")
     batch_size: int | None = Field(None, description="prompts per generation batch")
+    kernels: str | None = Field(None, description="torch version, threads, CPU ISA, oneDNN and "
+                                                   "float32 matmul precision of generation")
     prompt_version: str | None = None
     judge: str | None = Field(None, description="judge name")
     judge_revision: str | None = None
@@ -207,9 +209,21 @@ def _why_missing(name: str, manifest: dict[str, Any]) -> str:
             return (f"generations imported from {tool}, which does not report it"
                     + ("; no hidden-state stage has bound the weights yet"
                        if name == "weights_sha256" else ""))
+    if name == "kernels" and (backend == "openai" or tool):
+        return "the generating server or tool does not report its kernel settings"
     if name == "batch_size" and tool:
         return f"generations imported from {tool}: the batching was {tool}'s"
     return f"not recorded in {MANIFEST_NAME}"
+
+
+def _kernels(k: Any) -> str | None:
+    """One line of the backend's kernel settings (``fks.generate.backends.hf.kernel_settings``)."""
+    if not isinstance(k, dict):
+        return None
+    return ", ".join(str(x) for x in (
+        f"torch {k.get('torch')}", f"{k.get('threads')} threads", k.get("cpu_capability"),
+        "oneDNN" if k.get("mkldnn") else "no oneDNN",
+        f"fp32 matmul {k.get('float32_matmul_precision')}") if x)
 
 
 def run_details(run_dir: str | Path, manifest: dict[str, Any], *, model: str | None = None
@@ -238,6 +252,7 @@ def run_details(run_dir: str | Path, manifest: dict[str, Any], *, model: str | N
         "device": _dig(manifest, "backend.device"),
         "dtype": _dig(manifest, "backend.dtype") or _dig(manifest, "generation_config.dtype_used"),
         "batch_size": _dig(stages, "generate.batch_size"),
+        "kernels": _kernels(_dig(manifest, "backend.kernels")),
         "prompt_version": manifest.get("prompt_version"),
         "judge": judge.get("name") or _dig(stages, "judge.name"),
         "judge_revision": judge.get("revision") or _dig(stages, "judge.revision"),

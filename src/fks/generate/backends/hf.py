@@ -63,6 +63,7 @@ __all__ = [
     "hub_load_offline",
     "check_safetensors",
     "HUB_PROBE_TIMEOUT_S",
+    "kernel_settings",
     "model_file_hashes",
     "WEIGHT_PATTERNS",
     "TOKENIZER_FILES",
@@ -347,6 +348,22 @@ def _require_accelerate() -> None:
                             "(or drop --device-map and use one --device)", field="device_map")
 
 
+def kernel_settings() -> dict[str, Any]:
+    """Return the numeric settings that can move a bf16 answer (recorded, issue 29).
+
+    torch version, intra-op threads, the CPU's vector ISA as torch dispatches it, oneDNN
+    (mkldnn) availability and the float32 matmul precision. Two runs that differ here may
+    differ in bf16 answers; float32 answers do not move with these (``tests/generate``).
+    """
+    import torch
+
+    cpu = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
+    return {"torch": torch.__version__, "threads": torch.get_num_threads(),
+            "cpu_capability": cpu() if callable(cpu) else None,
+            "mkldnn": bool(torch.backends.mkldnn.is_available()),
+            "float32_matmul_precision": torch.get_float32_matmul_precision()}
+
+
 class _ChosenLogprobs:
     """A logits processor that keeps, per decoding step, the log-prob of the greedy token.
 
@@ -592,6 +609,7 @@ class HFBackend:
                    if self.device_map else {}),
                 "trust_remote_code": self.trust_remote_code,
                 "transformers_version": self._transformers_version,
+                "kernels": kernel_settings(),
                 "eos_token_ids": self.eos_ids,
                 "pad_token_id": self.tokenizer.pad_token_id,
                 "padding_side": "left",
