@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from fks.errors import FksInputError
+from fks.hidden.jlens import JLENS_PROMPTS
 
 log = logging.getLogger("fks")
 
@@ -189,7 +190,8 @@ def jlens_cmd(
     benchmark: BenchmarkOpt,
     model_path: ModelPath = None,
     model: ModelName = None,
-    n_prompts: Annotated[int, typer.Option(min=1, help="Main queries to average over.")] = 256,
+    n_prompts: Annotated[int, typer.Option(min=1, help="Main queries to average over.")
+                         ] = JLENS_PROMPTS,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 20260101,
     layers: Annotated[str, typer.Option(help=_LAYERS_HELP)] = "all",
     batch_rows: Annotated[int | None, typer.Option(

@@ -17,6 +17,7 @@ from typing import Any
 from fks.configs import ConfigSet
 from fks.data.load import Benchmark, load_benchmark
 from fks.errors import FksInputError
+from fks.hidden.jlens import JLENS_PROMPTS
 from fks.io import atomic_write_jsonl
 
 __all__ = ["PipelineOptions", "PipelineContext", "SUBSET_DIR", "limit_facts", "check_model_name"]
@@ -63,7 +64,7 @@ class PipelineOptions:
     trust_remote_code: bool = False
     batch_size: int = 64
     judge: str = "alias"
-    jlens_prompts: int = 256
+    jlens_prompts: int = JLENS_PROMPTS
     jlens_seed: int = 20260101
     jlens_layers: str = "window"
     transport: str = "jlens"

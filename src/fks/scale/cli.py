@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from fks.errors import FksInputError
+from fks.hidden.jlens import JLENS_PROMPTS
 from fks.pipeline.cli import split_option
 
 log = logging.getLogger("fks")
@@ -115,7 +116,7 @@ def launch_cmd(
     trust_remote_code: Annotated[bool, typer.Option(help="Allow repository code.")] = False,
     batch_size: BatchSize = 16,
     judge: Judge = "alias",
-    jlens_prompts: JlensPrompts = 256,
+    jlens_prompts: JlensPrompts = JLENS_PROMPTS,
     transport: Transport = "jlens",
     kts_bootstrap: KtsBoot = True,
     tensor_parallel_size: TensorParallel = None,
@@ -169,7 +170,7 @@ def sweep_cmd(
     device: Device = None,
     batch_size: BatchSize = 16,
     judge: Judge = "alias",
-    jlens_prompts: JlensPrompts = 256,
+    jlens_prompts: JlensPrompts = JLENS_PROMPTS,
     transport: Transport = "jlens",
     kts_bootstrap: KtsBoot = True,
     shards: Annotated[int, typer.Option(
