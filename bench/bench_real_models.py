@@ -21,8 +21,8 @@ Three measurements, each within one process (ratios, never absolute goals in tes
 
       python bench/bench_real_models.py generate --model gemma-3-270m --benchmark B --n 128
 
-* ``stages``: the seconds per stage recorded in the ``pipeline`` section of run manifests
-  (``fks run`` writes them), side by side::
+* ``stages``: the wall and CPU seconds per stage (and the cores each kept busy) recorded in
+  the ``pipeline`` section of run manifests (``fks run`` writes them), side by side::
 
       python bench/bench_real_models.py stages RUNS/before RUNS/after
 """
@@ -207,8 +207,13 @@ def bench_stages(args: argparse.Namespace) -> dict:
     for run in args.runs:
         manifest = json.loads((Path(run) / "evaluation_manifest.json").read_text())
         stages = manifest.get("pipeline", {}).get("stages", {})
-        table[run] = {k: v.get("seconds") for k, v in stages.items()}
-        table[run]["total"] = round(sum(v or 0 for v in table[run].values()), 1)
+        wall = {k: v.get("seconds") for k, v in stages.items()}
+        cpu = {k: v.get("cpu_seconds") for k, v in stages.items()}
+        table[run] = {k: {"wall_s": wall[k], "cpu_s": cpu[k],
+                          "cores_busy": round(cpu[k] / wall[k], 2) if cpu[k] and wall[k]
+                          else None} for k in stages}
+        table[run]["total"] = {"wall_s": round(sum(v or 0 for v in wall.values()), 1),
+                               "cpu_s": round(sum(v or 0 for v in cpu.values()), 1)}
     return table
 
 

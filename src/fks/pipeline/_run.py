@@ -176,7 +176,7 @@ def _run_stage(stage: Stage, ctx: PipelineContext, reason: str, records: dict[st
     base = {"function": stage.function, "params": params, "reason": reason,
             "started_at": _now()}
     _write_record(ctx.run_dir, stage.name, {**base, "status": "running"}, ctx)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     try:
         stage.run(ctx, reason)
     except BaseException as exc:
@@ -184,6 +184,9 @@ def _run_stage(stage: Stage, ctx: PipelineContext, reason: str, records: dict[st
                                                 "error": f"{type(exc).__name__}: {exc}"}, ctx)
         raise
     seconds = time.perf_counter() - started
+    # CPU seconds of this process (all its threads: torch's intra-op pool included); their
+    # ratio to the wall seconds is the cores the stage kept busy (the profile of issue 29)
+    base["cpu_seconds"] = round(time.process_time() - cpu, 3)
     records[stage.name] = _complete(stage, ctx, base, seconds, records)
     return seconds
 
