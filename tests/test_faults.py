@@ -30,20 +30,17 @@ import json
 import os
 import shutil
 import socket
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from fake_server import running_fake_server
 from fks.cli import main
 from fks.errors import FksInputError
 from fks.runlock import LOCK_NAME
 
-SERVER = Path(__file__).parent / "generate" / "fake_openai_server.py"
 SURROGATE = "x\ud800y"
 
 
@@ -186,23 +183,9 @@ def test_every_reader_refuses_a_lone_surrogate_and_keeps_pairs(tmp_path):
 # ---------------------------------------------------------------------------- server replies
 @pytest.fixture(scope="module")
 def server():
-    """The fake OpenAI-compatible server (``BADFIELD:<name>`` markers), killed afterwards."""
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", "--lifetime", "120"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line: list[str] = []
-    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
-    reader.start()
-    reader.join(timeout=20)
-    try:
-        assert line and line[0].startswith("PORT "), f"server did not start: {line}"
-        yield f"http://127.0.0.1:{int(line[0].split()[1])}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+    """The fake OpenAI-compatible server (``BADFIELD:<name>`` markers), stopped afterwards."""
+    with running_fake_server() as url:
+        yield url
 
 
 BAD_FIELDS = {  # marker -> the field the error must name
@@ -535,49 +518,3 @@ def test_a_hub_that_does_not_answer_is_given_up_on_within_the_probe_budget(monke
     assert hf.hub_load_offline(str(tmp_path), None) is False  # a local folder: no probe
     with pytest.raises(FksInputError, match="no such file or folder"):
         hf.hub_load_offline(str(tmp_path / "missing" / "deep" / "model"), None)
-
-
-# ------------------------------------------------------------------------------------ cache
-def _write_gguf(path: Path, file_type: int = 15) -> Path:
-    """A metadata-only GGUF (header, a small vocabulary, no tensors)."""
-    gguf = pytest.importorskip("gguf")
-    w = gguf.GGUFWriter(str(path), "gemma3")
-    w.add_string("tokenizer.ggml.model", "gpt2")
-    w.add_array("tokenizer.ggml.tokens", [f"t{i}" for i in range(20)])
-    w.add_file_type(file_type)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
-
-
-def test_gguf_cache_folders_name_their_model_and_cache_list_prints_them(tmp_path,
-                                                                       monkeypatch, capsys):
-    import fks.generate.gguf as G
-
-    monkeypatch.setattr(G, "_require_gguf_package", lambda: None)
-    monkeypatch.setattr(G, "_convert", lambda src, out: (out / "config.json").write_text("{}"))
-    cache = tmp_path / "cache"
-    gguf = _write_gguf(tmp_path / "My Model (Q4).gguf")
-    sha = G.gguf_sha256(gguf)
-    folder, info = G.ensure_gguf_checkpoint(gguf, cache_dir=cache / "gguf")
-    assert folder.name == f"My-Model-Q4-{sha}" and info["sha256"] == sha
-    # a folder of the old <sha256> layout is renamed, not converted again
-    other = _write_gguf(tmp_path / "other.gguf", file_type=3)
-    old = cache / "gguf" / G.gguf_sha256(other)
-    old.mkdir()
-    (old / G.INFO_NAME).write_text(json.dumps({"sha256": old.name, "file": "other.gguf"}))
-    monkeypatch.setattr(G, "_convert", lambda src, out: pytest.fail("converted again"))
-    again, _ = G.ensure_gguf_checkpoint(other, cache_dir=cache / "gguf")
-    assert again.name == f"other-{old.name}" and not old.exists()
-    (cache / "demo_model" / "k1").mkdir(parents=True)
-    (cache / "demo_model" / "k1" / "model.safetensors").write_bytes(b"\0" * 3000)
-    (cache / "gguf" / ".tmp-abc-123").mkdir()  # a conversion in progress: not listed
-    code, out = _cli(["cache", "list", "--cache-dir", str(cache)], capsys)
-    assert code == 0, out
-    assert f"My-Model-Q4-{sha}" in out and f"other-{old.name}" in out and "k1" in out
-    assert "2.9 KiB" in out and ".tmp-abc" not in out and "3 folder(s)" in out
-    code, out = _cli(["cache", "list", "--cache-dir", str(tmp_path / "empty")], capsys)
-    assert code == 0 and "no cached folders" in out
-

@@ -72,7 +72,7 @@ STAGE_OUTPUTS: dict[str, tuple[str, ...]] = {
     "report": ("report.html", "explorer.html", "results.json", "metrics/tables/*"),
 }
 
-_SHA_CACHE: dict[tuple[str, int, int], str] = {}
+_SHA_CACHE: dict[tuple[str, int, int, int, int], str] = {}
 
 
 def producer_of(rel: str) -> str | None:
@@ -85,9 +85,14 @@ def producer_of(rel: str) -> str | None:
 
 
 def file_sha256(path: Path) -> str:
-    """sha256 of ``path``, cached while its size and mtime are unchanged."""
+    """Return the sha256 of ``path``, cached while its inode, size, mtime and ctime stay.
+
+    Every stage writes by atomic rename (a new inode), so a rewritten output is hashed anew;
+    the cache only spares hashing one unchanged file several times in a process (a stage's
+    own record, the pipeline's record, the next stage's check).
+    """
     st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     sha = _SHA_CACHE.get(key)
     if sha is None:
         sha = _SHA_CACHE[key] = sha256_file(path)

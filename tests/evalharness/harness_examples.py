@@ -246,3 +246,26 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     """Write ``rows`` as JSONL."""
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
+
+
+def ids_in(split: str, n: int, prefix: str = "k") -> list[str]:
+    """Return the first ``n`` ids ``prefix000...`` whose plain hash split is ``split``."""
+    from fks.evalharness.split import assign_split
+
+    out, k = [], 0
+    while len(out) < n:
+        cid = f"{prefix}{k:03d}"
+        if assign_split(cid) == split:
+            out.append(cid)
+        k += 1
+    return out
+
+
+def score_rows(case_rows: list[dict], gold_rows: list[dict], cfg, split: str,
+               baseline=None):
+    """Validate plain case and gold rows and score them (:func:`score_batch`) on ``split``."""
+    from fks.evalharness.scoring import score_batch
+
+    cases = {c["case_id"]: CaseRecord.model_validate(c) for c in case_rows}
+    golds = [GoldRecord.model_validate(g) for g in gold_rows]
+    return score_batch(cases, golds, cfg, split=split, baseline=baseline)

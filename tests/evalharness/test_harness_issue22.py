@@ -6,32 +6,14 @@ Each test here fails on the code before issue 22 and passes after it.
 from __future__ import annotations
 
 import pytest
-from harness_examples import full_case, full_gold, records, write_jsonl
+from harness_examples import full_case, full_gold, ids_in, records, score_rows, write_jsonl
 
 from fks.cli import main
-from fks.evalharness.inputs import CaseRecord, GoldRecord
-from fks.evalharness.scoring import score_batch
+from fks.evalharness.inputs import GoldRecord
 from fks.evalharness.split import assign_split
 
 #: Spelled out, so that the tests also run (and fail) against the code before issue 22.
 REQUIRED_NOT_COMPUTED = "required_not_computed"
-
-
-def _ids_in(split: str, n: int, prefix: str = "k") -> list[str]:
-    """The first ``n`` ids ``prefix000...`` whose plain hash split is ``split``."""
-    out, k = [], 0
-    while len(out) < n:
-        cid = f"{prefix}{k:03d}"
-        if assign_split(cid) == split:
-            out.append(cid)
-        k += 1
-    return out
-
-
-def _score(case_rows, gold_rows, cfg, split):
-    cases = {c["case_id"]: CaseRecord.model_validate(c) for c in case_rows}
-    golds = [GoldRecord.model_validate(g) for g in gold_rows]
-    return score_batch(cases, golds, cfg, split=split)
 
 
 # ------------------------------------------------------------------ point 1: fixed denominator
@@ -40,7 +22,7 @@ def test_perfect_answer_keeps_an_uncomputed_d7_in_the_denominator(cfg):
 
     Before issue 22 D7 silently left Σw (0.976); now it stays in Σw at 0 and says why.
     """
-    res = _score([full_case("C1")], [full_gold("C1")], cfg, assign_split("C1"))
+    res = score_rows([full_case("C1")], [full_gold("C1")], cfg, assign_split("C1"))
     cs = res.case_scores[0]
     d7 = cs.dimensions["D7"]
     assert d7.raw_score is None
@@ -58,7 +40,7 @@ def test_perfect_answer_keeps_an_uncomputed_d7_in_the_denominator(cfg):
 def test_unqualified_expert_intervals_keep_d6_in_the_denominator(cfg):
     case, gold = full_case("C1"), full_gold("C1")
     gold["result"]["posterior"]["expert_intervals"] = [[0.04, 0.08]]  # one expert only
-    res = _score([case], [gold], cfg, assign_split("C1"))
+    res = score_rows([case], [gold], cfg, assign_split("C1"))
     d6 = res.case_scores[0].dimensions["D6"]
     assert d6.raw_score is None and REQUIRED_NOT_COMPUTED in d6.gaming_flags
     assert "d6_undefined:acc_bimodal" in d6.components["reasons"]
@@ -68,7 +50,7 @@ def test_only_the_d9_and_d11_gates_leave_the_denominator(cfg):
     """B4: D11 gated (outside B1-B3), D9 single bucket gated; every other weight stays."""
     case, gold = full_case("C1"), full_gold("C1", "B4")
     gold["harness"]["cross_market"]["compared_buckets"] = ["B4"]
-    res = _score([case], [gold], cfg, assign_split("C1"))
+    res = score_rows([case], [gold], cfg, assign_split("C1"))
     cs = res.case_scores[0]
     assert "d9_single_bucket_skipped" in cs.dimensions["D9"].gaming_flags
     assert REQUIRED_NOT_COMPUTED not in cs.dimensions["D9"].gaming_flags
@@ -83,7 +65,7 @@ def test_b6_must_evaluate_d9_stays_in_the_denominator(cfg):
     """§3.1: D9 必评 in B6 -- a B6 case comparing no second bucket is charged, not dropped."""
     case, gold = full_case("C1"), full_gold("C1", "B6")
     gold["harness"]["cross_market"]["compared_buckets"] = ["B6"]
-    res = _score([case], [gold], cfg, assign_split("C1"))
+    res = score_rows([case], [gold], cfg, assign_split("C1"))
     d9 = res.case_scores[0].dimensions["D9"]
     assert {"d9_single_bucket_skipped", "d9_required_missing", REQUIRED_NOT_COMPUTED} <= set(
         d9.gaming_flags
@@ -93,13 +75,13 @@ def test_b6_must_evaluate_d9_stays_in_the_denominator(cfg):
 def test_must_evaluate_d11_missing_in_b1_is_flagged(cfg):
     case, gold = full_case("C1"), full_gold("C1", "B2")
     del gold["harness"]["risk_budget"]
-    res = _score([case], [gold], cfg, assign_split("C1"))
+    res = score_rows([case], [gold], cfg, assign_split("C1"))
     assert "d11_required_missing" in res.case_scores[0].dimensions["D11"].gaming_flags
 
 
 def test_computed_denominator_is_the_opt_in_older_reading(cfg):
     old = cfg.model_copy(update={"aggregate_denominator": "computed"})
-    res = _score([full_case("C1")], [full_gold("C1")], old, assign_split("C1"))
+    res = score_rows([full_case("C1")], [full_gold("C1")], old, assign_split("C1"))
     cs = res.case_scores[0]
     assert REQUIRED_NOT_COMPUTED not in cs.dimensions["D7"].gaming_flags
     w = cfg.weights_for("B1")
@@ -113,7 +95,7 @@ def test_computed_denominator_is_the_opt_in_older_reading(cfg):
 def test_cross_bucket_gold_without_spread_direction_is_scored_not_a_crash(cfg, tmp_path, capsys):
     case, gold = full_case("C1"), full_gold("C1")
     del gold["harness"]["cross_market"]["spread_direction"]
-    res = _score([case], [gold], cfg, assign_split("C1"))
+    res = score_rows([case], [gold], cfg, assign_split("C1"))
     d9 = res.case_scores[0].dimensions["D9"]
     assert d9.raw_score == pytest.approx(1.0)  # the three graded components are perfect
     assert "d9_spread_not_annotated" in d9.gaming_flags
@@ -261,14 +243,14 @@ def test_fourteen_anchors_are_placed_10_3_1_by_default(cfg):
         golds.append(g)
     cases = [full_case(c) for c in anchors + others]
     for split, want in (("dev", 10), ("test", 3), ("holdout", 1)):
-        res = _score(cases, golds, cfg, split)
+        res = score_rows(cases, golds, cfg, split)
         assert sum(cs.case_id in anchors for cs in res.case_scores) == want, split
 
 
 # ------------------------------------------------ point 7: gates count the bucket, not split
 def test_a_60_case_bucket_is_not_insufficient_in_its_test_split(cfg):
     ids = [f"s{k:03d}" for k in range(60)]
-    res = _score([full_case(c) for c in ids], [full_gold(c) for c in ids], cfg, "test")
+    res = score_rows([full_case(c) for c in ids], [full_gold(c) for c in ids], cfg, "test")
     rep = res.report.bucket_reports["B1"]
     assert rep.case_count < cfg.min_cases_per_bucket  # the test split alone holds < 20
     assert rep.sample_quality_flag == "ok"
@@ -282,7 +264,7 @@ def test_d10_minimum_reads_the_whole_bucket_and_d7_rho_the_scored_split(cfg):
     predictions on the scored split (a dev prediction moved test scores), so the two test
     cases, whose gold coupling strengths are equal, leave the rho undefined.
     """
-    ids = _ids_in("test", 2, "r") + _ids_in("dev", 8, "r")
+    ids = ids_in("test", 2, "r") + ids_in("dev", 8, "r")
     cases, golds = [], []
     for k, cid in enumerate(ids):
         c, g = full_case(cid), full_gold(cid)
@@ -290,14 +272,14 @@ def test_d10_minimum_reads_the_whole_bucket_and_d7_rho_the_scored_split(cfg):
         g["result"]["s1"]["coupling_strength"] = k / 10 if k >= 2 else 0.5
         cases.append(c)
         golds.append(g)
-    res = _score(cases, golds, cfg, "test")
+    res = score_rows(cases, golds, cfg, "test")
     assert res.details["d7_coupling_rho"]["B1"] is None
     assert res.details["d10_sample"]["signal_counts"]["related_party"] == len(ids)
 
 
 # --------------------------------------------------------- point 5: checked baselines
 def test_a_dev_baseline_against_a_test_run_is_exit_2(tmp_path, capsys):
-    ids = _ids_in("dev", 3, "d") + _ids_in("test", 3, "d")
+    ids = ids_in("dev", 3, "d") + ids_in("test", 3, "d")
     c_path = write_jsonl(tmp_path / "cases.jsonl", [full_case(c) for c in ids])
     g_path = write_jsonl(tmp_path / "gold.jsonl", [full_gold(c) for c in ids])
     common = ["--cases", str(c_path), "--gold", str(g_path)]
@@ -313,7 +295,7 @@ def test_a_dev_baseline_against_a_test_run_is_exit_2(tmp_path, capsys):
 def test_a_baseline_without_provenance_or_of_another_period_is_exit_2(tmp_path, capsys):
     import shutil
 
-    ids = _ids_in("test", 3, "p")
+    ids = ids_in("test", 3, "p")
     c_path = write_jsonl(tmp_path / "cases.jsonl", [full_case(c) for c in ids])
     g_path = write_jsonl(tmp_path / "gold.jsonl", [full_gold(c) for c in ids])
     common = ["--cases", str(c_path), "--gold", str(g_path), "--split", "test"]
@@ -345,9 +327,9 @@ def test_cross_bucket_table_compares_anchor_normalised_scores(cfg):
     """
     cases, golds = [], []
     for b in ("B1", "B6"):
-        anchors = _ids_in("test", 6, f"{b}a") + _ids_in("dev", 1, f"{b}a")
-        others = (_ids_in("test", 9, f"{b}t") + _ids_in("dev", 19, f"{b}d")
-                  + _ids_in("holdout", 3, f"{b}h"))  # holdout in bounds: nothing reshuffled
+        anchors = ids_in("test", 6, f"{b}a") + ids_in("dev", 1, f"{b}a")
+        others = (ids_in("test", 9, f"{b}t") + ids_in("dev", 19, f"{b}d")
+                  + ids_in("holdout", 3, f"{b}h"))  # holdout in bounds: nothing reshuffled
         for cid in anchors + others:
             g = full_gold(cid, b)
             g["bucket_anchor"] = cid in anchors
@@ -356,15 +338,15 @@ def test_cross_bucket_table_compares_anchor_normalised_scores(cfg):
             golds.append(g)
             good = cid in anchors or b == "B1"
             cases.append(full_case(cid) if good else {"case_id": cid})
-    res = _score(cases, golds, cfg, "test")
+    res = score_rows(cases, golds, cfg, "test")
     rows = {r["bucket_label"]: r for r in res.details["cross_bucket_table"]}
     assert rows["B1"]["included"] and rows["B6"]["included"]
     assert rows["B1"]["anchor_count"] == rows["B6"]["anchor_count"] == 5
     assert rows["B1"]["normalised_median"] == pytest.approx(1.0)
     assert rows["B6"]["normalised_median"] < 0.5
     refused = res.details["bucket_anchors_refused"]
-    assert "iaa_kappa" in refused[_ids_in("test", 6, "B1a")[-1]]
-    assert refused[_ids_in("dev", 1, "B1a")[0]] == "outside the scored split"
+    assert "iaa_kappa" in refused[ids_in("test", 6, "B1a")[-1]]
+    assert refused[ids_in("dev", 1, "B1a")[0]] == "outside the scored split"
 
 
 # ------------------------------------------------------------- point 9: IAA mini-review
@@ -421,7 +403,7 @@ def test_contested_points_carry_escalation_and_the_objection_period(cfg):
 # ---------------------------------------------------------------- point 8: D6 anti-gaming
 def test_d6_gap_flag_reads_pooled_per_label_f1(cfg):
     """Per case F1_l is 0/1; pooled over the batch a rare label missed everywhere shows."""
-    ids = _ids_in("test", 6, "g")
+    ids = ids_in("test", 6, "g")
     cases, golds = [], []
     for k, cid in enumerate(ids):
         c, g = full_case(cid), full_gold(cid)
@@ -430,7 +412,7 @@ def test_d6_gap_flag_reads_pooled_per_label_f1(cfg):
         c["harness"]["bias_labels"]["m7a"] = [{"label": "anchoring", "confidence": 0.9}]
         cases.append(c)
         golds.append(g)
-    res = _score(cases, golds, cfg, "test")
+    res = score_rows(cases, golds, cfg, "test")
     assert all("d6_weighted_macro_gap" in cs.dimensions["D6"].gaming_flags
                for cs in res.case_scores)
     batch = res.details["d6_batch"]
@@ -439,26 +421,26 @@ def test_d6_gap_flag_reads_pooled_per_label_f1(cfg):
 
 
 def test_d6_tiers_come_from_the_gold_pool_not_the_scored_split(cfg):
-    ids = _ids_in("test", 2, "t") + _ids_in("dev", 6, "t")
+    ids = ids_in("test", 2, "t") + ids_in("dev", 6, "t")
     golds = []
     for k, cid in enumerate(ids):
         g = full_gold(cid)
         g["harness"]["bias_labels"]["m7a"] = ["anchoring"] if k < 2 else ["recency"]
         golds.append(g)
-    res = _score([full_case(c) for c in ids], golds, cfg, "test")
+    res = score_rows([full_case(c) for c in ids], golds, cfg, "test")
     w = res.details["d6_label_weights"]
     assert w["anchoring"] > w["recency"]  # anchoring is rare in the pool (2 of 8 rows)
 
 
 def test_d6_batch_ece_above_threshold_is_a_strong_constraint(cfg):
-    ids = _ids_in("test", 4, "e")
+    ids = ids_in("test", 4, "e")
     cases = []
     for cid in ids:
         c = full_case(cid)
         c["harness"]["bias_labels"]["m7a"] = [{"label": "anchoring", "confidence": 0.99},
                                               {"label": "recency", "confidence": 0.99}]
         cases.append(c)
-    res = _score(cases, [full_gold(c) for c in ids], cfg, "test")
+    res = score_rows(cases, [full_gold(c) for c in ids], cfg, "test")
     for cs in res.case_scores:
         d6 = cs.dimensions["D6"]
         assert d6.components["ece_term"] == 0.0
@@ -521,14 +503,14 @@ def test_d3_grades_mandatory_clocks_and_a_30_percent_sample(cfg, ctx):
 
 
 def test_d8_sample_types_are_reported_apart(cfg):
-    ids = _ids_in("test", 4, "h")
+    ids = ids_in("test", 4, "h")
     golds = []
     for k, cid in enumerate(ids):
         g = full_gold(cid)
         if k % 2:
             g["harness"]["history_comparison"]["comparison_type"] = "cross_bucket_same_period"
         golds.append(g)
-    res = _score([full_case(c) for c in ids], golds, cfg, "test")
+    res = score_rows([full_case(c) for c in ids], golds, cfg, "test")
     by_type = res.details["d8_by_type"]
     assert set(by_type) == {"cross_period_same_bucket", "cross_bucket_same_period"}
     assert by_type["cross_bucket_same_period"]["n"] == 2

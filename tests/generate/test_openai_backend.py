@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import httpx
 import pytest
 
+from fake_server import running_fake_server
 from fks.cli import main
 from fks.configs import load_configs
 from fks.data.schema import GenerationRecord
@@ -20,30 +18,13 @@ from fks.generate.backends import make_backend
 from fks.io import read_json, read_jsonl
 
 CFG = load_configs()
-SERVER = Path(__file__).with_name("fake_openai_server.py")
 
 
 @pytest.fixture(scope="module")
 def server():
-    """Start the fake server on a free port; it is terminated (or killed) after the module."""
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--port", "0", "--sleep", "1.5", "--lifetime", "120"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line: list[str] = []
-    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
-    reader.start()
-    reader.join(timeout=20)
-    try:
-        assert line and line[0].startswith("PORT "), f"server did not start: {line}"
-        yield f"http://127.0.0.1:{int(line[0].split()[1])}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        assert proc.returncode is not None
+    """The fake server on a free port (each reply delayed 1.5 s), stopped after the module."""
+    with running_fake_server("--sleep", "1.5") as url:
+        yield url
 
 
 def _closed_port() -> int:

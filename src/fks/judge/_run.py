@@ -33,7 +33,7 @@ from fks.data.load import Benchmark, load_benchmark
 from fks.data.schema import Query, ScoredRecord
 from fks.errors import FksInputError
 from fks.generate.manifest import update_run_manifest
-from fks.io import atomic_write_jsonl, iter_jsonl, sha256_file
+from fks.io import atomic_write_jsonl, iter_jsonl
 from fks.judge._alias import HINT_CLUSTERS
 from fks.judge._correctness import Reference, mark_clusters
 from fks.judge._lexicon import (
@@ -331,7 +331,13 @@ def judge_run(run_dir: str | Path, benchmark: str | Path | Benchmark, judge: Jud
 
 def _judge_run(run_dir: Path, benchmark: str | Path | Benchmark, judge: Judge,
                shard: tuple[int, int] | None) -> dict[str, Any]:
-    from fks.provenance import ProtocolCheck, check_benchmark, check_inputs, record_files
+    from fks.provenance import (
+        ProtocolCheck,
+        check_benchmark,
+        check_inputs,
+        file_sha256,
+        record_files,
+    )
 
     bench = benchmark if isinstance(benchmark, Benchmark) else load_benchmark(benchmark)
     scored = run_dir / "scored.jsonl"
@@ -357,8 +363,8 @@ def _judge_run(run_dir: Path, benchmark: str | Path | Benchmark, judge: Judge,
         "temperature": desc.get("temperature"),
         "counts": counts,
         "output": out.name,
-        "sha256": sha256_file(out),
-        "input": {"file": scored.name, "sha256": sha256_file(scored)},
+        "sha256": file_sha256(out),
+        "input": {"file": scored.name, "sha256": inputs[scored.name]},
         "benchmark": {"root": str(bench.root), "checksum": bench.checksum()},
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }

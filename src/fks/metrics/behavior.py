@@ -913,7 +913,7 @@ def run_behavior_metrics(run_dir: str | Path, *, main_families: Sequence[str], t
     for name, rows in files.items():
         atomic_write_jsonl(out_dir / name, rows)
     summary["created_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    summary["input"] = {"file": src.name, "sha256": sha256_file(src)}
+    summary["input"] = {"file": src.name, "sha256": inputs[src.name]}
     atomic_write_json(out_dir / "behavioral_model_summary.json", summary)
     names = [*files, "behavioral_model_summary.json"]
     update_run_manifest(run_dir, stage="metrics_behavior", stage_info={

@@ -36,9 +36,9 @@ from typing import Any
 
 from fks.errors import FksInputError
 from fks.generate.manifest import read_run_manifest, update_run_manifest
-from fks.io import sha256_file
 from fks.pipeline._context import PipelineContext
 from fks.pipeline._stages import STAGE_NAMES, STAGES, Stage, output_files, stage_by_name
+from fks.provenance import file_sha256
 from fks.runlock import locks_run_dir
 
 __all__ = ["PIPELINE_KEY", "StageOutcome", "PipelineResult", "select_stages", "stale_reason",
@@ -161,7 +161,7 @@ def stale_reason(stage: Stage, ctx: PipelineContext, records: dict[str, Any]) ->
         return "outputs_changed"
     for rel, sha in outputs.items():
         path = ctx.run_dir / rel
-        if not path.is_file() or sha256_file(path) != sha:
+        if not path.is_file() or file_sha256(path) != sha:
             log.info("%s: %s is missing or changed", stage.name, rel)
             return "outputs_changed"
     if record.get("inputs") != _input_digests(stage, records):
@@ -200,7 +200,7 @@ def _complete(stage: Stage, ctx: PipelineContext, base: dict[str, Any], seconds:
                            f"{', '.join(stage.outputs)}")
     record = {**base, "status": "complete", "finished_at": _now(),
               "seconds": round(seconds, 3), "inputs": _input_digests(stage, records),
-              "outputs": {p.relative_to(ctx.run_dir).as_posix(): sha256_file(p) for p in files}}
+              "outputs": {p.relative_to(ctx.run_dir).as_posix(): file_sha256(p) for p in files}}
     _write_record(ctx.run_dir, stage.name, record, ctx)
     return record
 
@@ -255,7 +255,7 @@ def check_upstream(selected: Sequence[Stage], ctx: PipelineContext, records: dic
                 continue
             for rel, sha in (record.get("outputs") or {}).items():
                 path = ctx.run_dir / rel
-                if not path.is_file() or sha256_file(path) != sha:
+                if not path.is_file() or file_sha256(path) != sha:
                     raise FksInputError(
                         f"{rel} is missing or changed since stage {dep} wrote it, and --stages "
                         f"leaves {dep} out, so {stage.name} would build on it: add {dep} to "

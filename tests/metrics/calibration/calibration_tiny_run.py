@@ -126,3 +126,17 @@ def query_id_of(fact_id: str, variant: str) -> str:
     _, queries = tiny_benchmark_rows()
     return next(q["query_id"] for q in queries
                 if q["fact_id"] == fact_id and q["variant_id"] == variant)
+
+
+def query_row(i: int, outcome: str, correct: int | None = None, p: float | None = None) -> Any:
+    """Return a planted calibration row ``q{i}`` of fact ``f{i}`` (a main anchor query).
+
+    ``p``, when given, is its sequence-probability confidence.
+    """
+    from fks.metrics.calibration.run import QueryRow
+
+    row = QueryRow(query_id=f"q{i}", fact_id=f"f{i}", relation="r", condition_family="anchor",
+                   language="en", copy=False, main=True, outcome=outcome, correct=correct)
+    if p is not None:
+        row.confidence["sequence_probability"] = (p, None)
+    return row

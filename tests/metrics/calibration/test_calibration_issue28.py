@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from calibration_tiny_run import build_run, query_id_of, write_jsonl
+from calibration_tiny_run import build_run, query_id_of, query_row, write_jsonl
 
 from fks.cli import main
-from fks.metrics.calibration.run import CalibrationSettings, QueryRow, source_block
+from fks.metrics.calibration.run import CalibrationSettings, source_block
 from tiny_benchmark import tiny_benchmark_rows, write_benchmark
 
 ABSTENTION_REWARDING = ("brier", "nll", "ece_equal_width", "ece_equal_mass")
@@ -23,12 +23,6 @@ def fks(*args) -> int:
     return int(exc.value.code or 0)
 
 
-def _row(i: int, outcome: str, correct: int | None = None, p: float | None = None) -> QueryRow:
-    row = QueryRow(query_id=f"q{i}", fact_id=f"f{i}", relation="r", condition_family="anchor",
-                   language="en", copy=False, main=True, outcome=outcome, correct=correct)
-    if p is not None:
-        row.confidence["sequence_probability"] = (p, None)
-    return row
 
 
 # ===================================================== the all-queries view and abstention
@@ -39,8 +33,8 @@ def test_the_all_queries_view_keeps_accuracy_risk_aurc_and_drops_ece_brier_nll()
     honest model (coverage x the answered-rows value): abstention won.
     """
     s = CalibrationSettings(n_resamples=100, min_facts_for_interval=2)
-    abstainer = [_row(i, "abstain") for i in range(19)] + [_row(19, "answered", 1, 0.9)]
-    honest = [_row(i, "answered", int(i < 14), 0.7) for i in range(20)]
+    abstainer = [query_row(i, "abstain") for i in range(19)] + [query_row(19, "answered", 1, 0.9)]
+    honest = [query_row(i, "answered", int(i < 14), 0.7) for i in range(20)]
     views = {}
     for name, rows in (("abstainer", abstainer), ("honest", honest)):
         e2e = source_block(rows, "sequence_probability", s)["end_to_end"]
@@ -62,7 +56,7 @@ def test_the_all_queries_view_keeps_accuracy_risk_aurc_and_drops_ece_brier_nll()
 
 
 def test_slices_of_the_all_queries_view_drop_them_too():
-    rows = [_row(i, "abstain") for i in range(5)] + [_row(i, "answered", 1, 0.9)
+    rows = [query_row(i, "abstain") for i in range(5)] + [query_row(i, "answered", 1, 0.9)
                                                      for i in range(5, 10)]
     s = CalibrationSettings(n_resamples=100, min_facts_for_interval=2)
     block = source_block(rows, "sequence_probability", s)

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from calibration_tiny_run import build_run, query_id_of, write_jsonl
+from calibration_tiny_run import build_run, query_id_of, query_row, write_jsonl
 
 from fks.cli import main
 from fks.io import read_json, read_jsonl
@@ -19,7 +19,7 @@ from fks.metrics.calibration.core import (
     equal_mass_bins,
     reliability_table,
 )
-from fks.metrics.calibration.run import SOURCES, CalibrationSettings, QueryRow, source_block
+from fks.metrics.calibration.run import SOURCES, CalibrationSettings, source_block
 from fks.metrics.calibration.span import span_probabilities
 
 
@@ -29,19 +29,13 @@ def fks(*args) -> int:
     return int(exc.value.code or 0)
 
 
-def _row(i: int, outcome: str, correct: int | None = None, p: float | None = None) -> QueryRow:
-    row = QueryRow(query_id=f"q{i}", fact_id=f"f{i}", relation="r", condition_family="anchor",
-                   language="en", copy=False, main=True, outcome=outcome, correct=correct)
-    if p is not None:
-        row.confidence["sequence_probability"] = (p, None)
-    return row
 
 
 # ============================================================================ end-to-end view
 def test_planted_abstentions_count_at_full_end_to_end_coverage():
     """Five abstentions and five correct answers at p = 0.9 (the issue's example)."""
-    rows = [_row(i, "abstain") for i in range(5)]
-    rows += [_row(i, "answered", 1, 0.9) for i in range(5, 10)]
+    rows = [query_row(i, "abstain") for i in range(5)]
+    rows += [query_row(i, "answered", 1, 0.9) for i in range(5, 10)]
     s = CalibrationSettings(n_resamples=200, min_facts_for_interval=2)
     block = source_block(rows, "sequence_probability", s)
     conf, e2e = block["figures"], block["end_to_end"]["figures"]
@@ -60,7 +54,7 @@ def test_planted_abstentions_count_at_full_end_to_end_coverage():
     assert block["coverage"]["end_to_end_coverage"] == 0.5
     assert block["end_to_end"]["risk_coverage"]["coverage"] == [0.5, 1.0]
     # more abstention never helps the end-to-end risk at full coverage
-    more = [_row(i, "abstain") for i in range(8)] + [_row(i, "answered", 1, 0.9)
+    more = [query_row(i, "abstain") for i in range(8)] + [query_row(i, "answered", 1, 0.9)
                                                      for i in range(8, 10)]
     worse = source_block(more, "sequence_probability", s)["end_to_end"]["figures"]
     assert [r["risk"] for r in worse["risk_at_coverage"] if r["target_coverage"] == 1.0] == [
@@ -246,7 +240,7 @@ def test_paired_differences_keep_the_pairing():
 
 
 def test_too_few_facts_get_no_interval_with_the_reason():
-    rows = [_row(i, "answered", i % 2, 0.6) for i in range(4)]
+    rows = [query_row(i, "answered", i % 2, 0.6) for i in range(4)]
     block = source_block(rows, "sequence_probability", CalibrationSettings(n_resamples=100))
     iv = block["intervals"]
     assert iv["status"] == "not_computed" and "4 fact(s) < min_facts_for_interval = 10" in iv[
