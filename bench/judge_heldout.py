@@ -2,9 +2,15 @@
 
     .venv/bin/python bench/judge_heldout.py --labels L.jsonl [L2.jsonl ...] \
         --judged RUN_A/judged.jsonl RUN_B/judged.jsonl [--split S] [--out report.json]
+    .venv/bin/python bench/judge_heldout.py --labels L.jsonl --scored RUN/scored.jsonl \
+        --benchmark FULL [--split S]
 
-Run by hand on judged runs of the labelled answers. For every model (and both pooled) it
-prints the five §18.6 figures of ``fks judge agreement`` (kind agreement, extraction where
+Run by hand on judged runs of the labelled answers, or judge in process with
+``--scored RUN/scored.jsonl ... --benchmark FULL``: the scored rows are judged by the alias
+judge against FULL's lexicon (the parent benchmark, as a ``--limit`` run of it would be judged;
+the CLI refuses that on purpose, since the run's manifest names the subset). This is the dev
+loop of issue 26: pass ``--split dev`` / ``--split fresh_dev`` while tuning. For every model
+(and both pooled) it prints the five §18.6 figures of ``fks judge agreement`` (kind agreement, extraction where
 both say ANSWER, within-fact cluster pairs, correctness Cohen's kappa, mean per-fact BCS gap),
 then the same per condition family (the context family on its own line) and per relation
 ("leave one relation out": the figures of each relation alone, the worst one printed), so a
@@ -19,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from fks.judge import judge_agreement
+from fks.judge import NoOverlap, judge_agreement
 
 GOALS = {"kind": 0.90, "extraction": 0.90, "pairs": 0.90, "kappa": 0.80, "bcs_gap": 0.05}
 
@@ -43,7 +49,30 @@ def _agree(judged: list[Path], rows: list[dict], tmp: Path) -> dict[str, float |
             for line in open(p, encoding="utf-8"):
                 if json.loads(line).get("model") in models:
                     fh.write(line)
-    return _figures(judge_agreement(jd, lab))
+    try:
+        return _figures(judge_agreement(jd, lab))
+    except NoOverlap:
+        return dict.fromkeys(("n", *GOALS), None)
+
+
+def _judge_in_process(scored: list[Path], benches: list[Path], tmp: Path) -> list[Path]:
+    """Judge each scored file with the alias judge against its parent benchmark's lexicon."""
+    from fks.data.load import load_benchmark
+    from fks.judge import AliasJudge, judge_records, read_scored
+
+    if scored and len(benches) not in (1, len(scored)):
+        raise SystemExit("--benchmark: give one, or one per --scored file")
+    loaded: dict[Path, Any] = {}
+    out = []
+    for i, path in enumerate(scored):
+        bpath = benches[0] if len(benches) == 1 else benches[i]
+        bench = loaded.setdefault(bpath, load_benchmark(bpath))
+        rows, _ = judge_records(read_scored(path, bench), bench, AliasJudge())
+        dst = tmp / f"judged_{i}.jsonl"
+        dst.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                       encoding="utf-8")
+        out.append(dst)
+    return out
 
 
 def _fmt(f: dict[str, float | None]) -> str:
@@ -53,13 +82,19 @@ def _fmt(f: dict[str, float | None]) -> str:
             return f"{k} -"
         ok = v <= GOALS[k] if k == "bcs_gap" else v >= GOALS[k]
         return f"{k} {v:.3f}{'' if ok else '!'}"
+    if f["n"] is None:
+        return "no judged rows"
     return f"n={f['n']:4d}  " + "  ".join(one(k) for k in GOALS)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--labels", type=Path, nargs="+", required=True)
-    ap.add_argument("--judged", type=Path, nargs="+", required=True)
+    ap.add_argument("--judged", type=Path, nargs="+", default=[])
+    ap.add_argument("--scored", type=Path, nargs="+", default=[],
+                    help="scored.jsonl files to judge in process (needs --benchmark)")
+    ap.add_argument("--benchmark", type=Path, nargs="+", default=[],
+                    help="parent benchmark per --scored file (one for all, or one each)")
     ap.add_argument("--split", default=None)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
@@ -69,6 +104,10 @@ def main() -> None:
     report: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
+        judged = list(args.judged) + _judge_in_process(args.scored, args.benchmark, tmp)
+        if not judged:
+            ap.error("give --judged or --scored")
+        args.judged = judged
         for model in sorted({r["model"] for r in rows}) + ["pooled"]:
             mine = rows if model == "pooled" else [r for r in rows if r["model"] == model]
             block: dict[str, Any] = {"all": _agree(args.judged, mine, tmp)}

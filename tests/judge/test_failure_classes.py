@@ -112,6 +112,54 @@ def test_class2_a_bare_distractor_name_is_an_answer(gaz):
                 MAKER | frozenset({"developed", "by"}))[:2] == ("ANSWER", "ENTITY_Q312")
 
 
+@pytest.mark.parametrize("raw", [" Motown Records.\nCharles Aznavour was born in",
+                                 " Motown\nAnswer:"])
+def test_class2_a_bare_line_of_the_distractor_entity_is_not_an_echo(raw, gaz):
+    """A bare line naming the context sentence's object answers with it (R-context)."""
+    lex = EntityLexicon({"ENTITY_Q43327": ("Motown", ["Motown"])})
+    query = ("Love, Marriage & Divorce is represented by record label Motown. "
+             "Which record label is Charles Aznavour signed to?")
+    kind, key, rule = read(raw, query, ("Charles Aznavour",), lex, gaz,
+                           frozenset({"record", "label", "signed", "to"}))
+    assert kind == "ANSWER"
+    assert key == ("ENTITY_Q43327" if raw == " Motown\nAnswer:" else "SEMANTIC_motown records")
+
+
+@pytest.mark.parametrize("raw, query, subject", [
+    (" Dodge 600\nAnswer: Dodge 600", "Dodge 600 is produced by Dodge. Which company "
+     "manufactures BMW M70?", ("BMW M70",)),
+    (" Toyota Sprinter\nAnswer:", "Toyota Sprinter is produced by Toyota. Which company "
+     "manufactures BMW M70?", ("BMW M70",)),
+    ("\nQuick Look\n", "Quick Look est développé par Apple. Quelle entreprise a développé "
+     "Safari ?", ("Safari",)),
+])
+def test_class2_the_distractor_subject_on_a_bare_line_is_its_own_answer(raw, query, subject,
+                                                                          gaz):
+    """The context sentence's subject named alone is an answer (wrong type), not an echo, and
+    not the company inside its name (J13: the whole name)."""
+    lex = EntityLexicon({"ENTITY_Q27564": ("Dodge", ["Dodge"]),
+                         "ENTITY_Q53268": ("Toyota", ["Toyota"]),
+                         "ENTITY_Q312": ("Apple Inc.", ["Apple Inc.", "Apple"])})
+    kind, key, _ = read(raw, query, subject, lex, gaz, MAKER)
+    name = raw.strip().split("\n")[0]
+    assert kind == "ANSWER" and key == f"SEMANTIC_{normalize(name).strip()}"
+
+
+def test_class2_a_cut_off_echo_of_the_distractor_sentence_is_no_answer(gaz):
+    query = "High Atlas is located in Morocco. In which country is ABC Futebol Clube located?"
+    raw = "\nHigh Atlas is located in Morocco.\nAnswer:\nHigh Atlas is"
+    assert read(raw, query, ("ABC Futebol Clube",), PLACES, gaz, LOCATED)[0] == "UNPARSEABLE"
+
+
+@pytest.mark.parametrize("raw", [" He was born in the year 1880.\nQuestion: ...",
+                                 " The Rolling Stones was founded in the year 1962."])
+def test_class1_a_year_after_the_year_is_the_filler(raw, gaz):
+    query = "Where was The Rolling Stones founded?"
+    slot = FOUNDED | frozenset({"born"})
+    kind, key, rule = read(raw, query, ("The Rolling Stones",), PLACES, gaz, slot)
+    assert (kind, key, rule) == ("ANSWER", f"SEMANTIC_{raw.split('year ')[1][:4]}", "J11")
+
+
 # -- class 3: circular subject echoes -------------------------------------------------------
 @pytest.mark.parametrize("raw, query", [
     (" Lake Nakuru is located in the Lake Nakuru.", "In which country is Lake Nakuru located?"),

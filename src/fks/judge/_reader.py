@@ -235,6 +235,7 @@ class _Context:
                  gazetteer: EntityLexicon | None, numeric: bool,
                  slot: frozenset[str] = frozenset()) -> None:
         self.query_norm, self.query_words = _query_parts(query)
+        self.query = query
         self.slot = slot
         self.mentions = mentions
         self._heads, self._name_words, self._mention_aliases = _mention_parts(mentions)
@@ -491,7 +492,8 @@ def _entity(lex: EntityLexicon, key: str, stripped: str, sentence: str, rule: st
 #: J12: a line that is only a year (or decade), a date or a timestamp
 _DATE_LINE = re.compile(r"^\s*((?:1[0-9]|20)\d{2})"
                         r"(?:s|年|-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?\S*)?)?\s*\.?\s*$")
-_YEAR = re.compile(r"^\W*(?:in|en|im|в|于|在)?\s*(\d{4})(?:s|er|年|-\d{2}(?:-\d{2})?)?(?!\d)")
+_YEAR = re.compile(r"^\W*(?:in|en|im|в|于|在)?\s*(?:(?:the\s+)?year\s+|l'année\s+|el\s+año\s+|"
+                   r"(?:dem\s+)?jahr\s+)?(\d{4})(?:s|er|年|-\d{2}(?:-\d{2})?)?(?!\d)")
 
 
 def _subject_spans(norm: str, ctx: _Context) -> list[tuple[int, int]]:
@@ -621,8 +623,8 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
         and does not complete the prompt's own sentence (``The capital of the United Arab
         Emirates is ...`` answering which country Abuja is the capital of).
         """
-        if n_subject or completes:
-            return False
+        if n_subject or completes or bare:
+            return False  # a bare line naming the distractor's entity answers with it (R-context)
         rest_text = stripped.replace(span, " ")
         rest = [w for w in _tokens(rest_text) if w not in _FUNCTION]
         if not rest:
@@ -655,6 +657,9 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
         if _named_in(sentence, span, ctx.lexicon):
             if distractor(ctx.lexicon, res.key, span):
                 return None  # J6: the query's other (distractor) sentence repeated
+            whole = _whole_name(stripped, span, sentence, ctx) if bare else None
+            if whole is not None:
+                return whole
             return _entity(ctx.lexicon, res.key, stripped, sentence, "J6")
     elif res.kind == "conflict":
         got = _read_conflict(stripped, sentence, ctx.lexicon)
@@ -686,6 +691,11 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
             if distractor(ctx.gazetteer, g, span):
                 return None
             return _entity(ctx.gazetteer, g, text, sentence, "J6")
+    if bare and not n_subject and ctx.is_echo(words) and _distractor_name(head, sentence, ctx):
+        # J6: a bare line that is a name of the context sentence ("Dodge 600" after "Dodge 600
+        # is produced by Dodge. Which company manufactures ...?") answers with that name
+        key = semantic_key(head)
+        return Reading("ANSWER", head, f"SEMANTIC_{key}", head, 0.5, "J6")
     if ctx.is_echo(words):
         return _subject_answer(sentence, ctx) if n_subject >= 2 else None  # J5 / J7
     if not (bare or n_subject or (echoed and completes)):
@@ -705,6 +715,44 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
     if ctx.is_fragment(hw) or is_placeholder(key, ctx.numeric):
         return None
     return Reading("ANSWER", head, f"SEMANTIC_{key}", head, 0.5, "J8")
+
+
+def _whole_name(stripped: str, span: str, sentence: str, ctx: _Context) -> Reading | None:
+    """J13: a bare line that is one longer name around a known alias is that longer name.
+
+    ``Dodge 600`` or ``Toyota Sprinter`` (the context sentence's product) is not ``Dodge``: the
+    guide keeps an entity apart from a longer name that contains it. The whole line is looked
+    up again (relation lexicon, then gazetteer); a name no lexicon knows is a string answer.
+    Only in a cased script, and only when every word of the line is written with a capital
+    or is a number.
+    """
+    line = stripped.strip(" .,:;!")
+    if line == span or has_cjk(line) or not line.startswith(span):
+        return None
+    extra = _tokens(line[len(span):])
+    if not extra or any(w in _FUNCTION for w in extra):
+        return None
+    written = _ASIDE.split(clean(sentence), maxsplit=1)[0].strip(" .,:;!")
+    if normalize(written) != line or not all(w[:1].isupper() or w[:1].isdigit()
+                                             for w in written.split()):
+        return None
+    for lex in (ctx.lexicon, ctx.gazetteer):
+        keys = lex.keys_of(line) if lex is not None else frozenset()
+        if len(keys) == 1:
+            key = next(iter(keys))
+            return Reading("ANSWER", written, key, lex.canonical(key), 1.0, "J13")
+    return Reading("ANSWER", written, f"SEMANTIC_{semantic_key(written)}", written, 0.5, "J13")
+
+
+def _distractor_name(head: str, sentence: str, ctx: _Context) -> bool:
+    """J6: ``head`` is a capitalised name written in a query sentence before the question."""
+    parts = _SENTENCE.split(ctx.query.strip())
+    words = _tokens(normalize(head))
+    if len(parts) < 2 or not words or words[-1] in _FUNCTION or not _looks_named(head, sentence) \
+            or not _all_capitalised(head, sentence):
+        return False
+    name = normalize(head)
+    return any(_contains(normalize(p), name) for p in parts[:-1])
 
 
 def _read_conflict(stripped: str, sentence: str, lex: EntityLexicon) -> Reading | None:
