@@ -81,6 +81,13 @@ Rules (J1-J10; every rule is general: none is keyed to an entity, fact or answer
   punctuation, or a ``____`` blank) and the continuation's first line is only a year, a decade,
   a date or a timestamp (``1970``, ``2018-01-22 12:22:12``), it is an answer of the wrong type,
   keyed on its year (the guide's four-digit-year rule).
+* **J13 A bare name is read whole** (issue 26). A bare line that is one longer name around a
+  known alias -- every word capitalised or a number, nothing else on the line -- is that
+  longer name (``Dodge 600``, ``Toyota Sprinter``, ``Motown Records``), looked up again as a
+  whole (relation lexicon, then gazetteer), else a string answer: the guide keeps an entity
+  apart from a longer name that contains it. With J6's bare-line rule: a bare line naming the
+  context sentence's object or subject is an answer (R-context), never an echo of the query.
+  J11 also reads a year after ``the year`` (``He was born in the year 1880.`` -> 1880).
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
