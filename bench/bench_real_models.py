@@ -1,6 +1,6 @@
 """Real models on CPU: bf16 against float32 generation, J-Lens passes, time per pipeline stage.
 
-Three measurements, each within one process (ratios, never absolute goals in tests):
+Five measurements, each within one process (ratios, never absolute goals in tests):
 
 * ``dtype``: the same greedy queries through :class:`fks.generate.backends.hf.HFBackend` in
   float32 and in bfloat16 (both loaded through the one GGUF resolver), interleaved arms, best
@@ -20,6 +20,12 @@ Three measurements, each within one process (ratios, never absolute goals in tes
   float32 answers equal to plain transformers one prompt at a time::
 
       python bench/bench_real_models.py generate --model gemma-3-270m --benchmark B --n 128
+
+* ``profile``: where generation time goes at the default batch: shares of the wall time in
+  prefill forwards, decode forwards, fks's log-prob processor and Python overhead, tokens per
+  second, the padding share of prefill positions and the share of decode rows past EOS::
+
+      python bench/bench_real_models.py profile --model gemma-3-270m --benchmark B --n 128
 
 * ``stages``: the wall and CPU seconds per stage (and the cores each kept busy) recorded in
   the ``pipeline`` section of run manifests (``fks run`` writes them), side by side::
@@ -202,6 +208,84 @@ def bench_generate(args: argparse.Namespace) -> dict:
                                                   strict=True))}
 
 
+def bench_profile(args: argparse.Namespace) -> dict:
+    """Where fks's generation time goes, on ``--n`` main queries at the default batch (issue 29).
+
+    One process, the model loaded once (load excluded), fks's length-sorted batches, one
+    untimed warm-up batch. Hooks time every forward of the model; the first forward of each
+    ``generate`` call is the prefill, the others are decode steps; fks's log-prob processor is
+    timed on its own; the rest of the wall time is Python overhead (``generate``'s loop,
+    tokenisation, padding, decoding the text). Padding: the share of prefill positions that are
+    padding, and the share of decode rows already past their EOS (computed, never read).
+    """
+    import torch
+
+    from fks.generate.backends import hf as hf_mod
+    from fks.generate.prompts import build_prompt, encode_prompt
+    from fks.generate.runner import length_sorted
+
+    backend = _backend(args.model, args.dtype)
+    tok, model = backend.tokenizer, backend.model
+    prompts = [build_prompt(q) for q in length_sorted(_queries(args.benchmark, args.n))]
+    clock: dict[str, float] = {"forward_prefill": 0.0, "forward_decode": 0.0, "logprobs": 0.0}
+    state = {"calls": 0, "t": 0.0}
+
+    def pre(_module, _args):
+        state["t"] = time.perf_counter()
+
+    def post(_module, _args, _out):
+        part = "forward_prefill" if state["calls"] == 0 else "forward_decode"
+        clock[part] += time.perf_counter() - state["t"]
+        state["calls"] += 1
+
+    original = hf_mod._ChosenLogprobs.__call__
+
+    def timed(self, input_ids, scores):
+        t = time.perf_counter()
+        out = original(self, input_ids, scores)
+        clock["logprobs"] += time.perf_counter() - t
+        return out
+
+    h1, h2 = model.register_forward_pre_hook(pre), model.register_forward_hook(post)
+    hf_mod._ChosenLogprobs.__call__ = timed
+    batch = args.batch_size
+    try:
+        backend.generate(prompts[:batch], max_new_tokens=24)  # warm-up, untimed
+        for k in clock:
+            clock[k] = 0.0
+        pad = real = rows_done = rows = tokens = 0
+        started = time.perf_counter()
+        for i in range(0, len(prompts), batch):
+            chunk = prompts[i:i + batch]
+            lens = [len(encode_prompt(tok, p, backend.generation.max_prompt_len)[0])
+                    for p in chunk]
+            pad += len(chunk) * max(lens) - sum(lens)
+            real += sum(lens)
+            state["calls"] = 0
+            outs = backend.generate(chunk, max_new_tokens=24)
+            steps = state["calls"] - 1
+            gen = [o.n_generated_tokens or 0 for o in outs]
+            tokens += sum(gen)
+            rows += len(chunk) * steps
+            rows_done += sum(max(steps - g, 0) for g in gen)
+        wall = time.perf_counter() - started
+    finally:
+        h1.remove()
+        h2.remove()
+        hf_mod._ChosenLogprobs.__call__ = original
+    inside = clock["forward_prefill"] + clock["forward_decode"] + clock["logprobs"]
+    share = {k: round(v / wall, 3) for k, v in clock.items()}
+    share["python_overhead"] = round((wall - inside) / wall, 3)
+    return {"model": args.model, "dtype": str(backend.dtype), "threads": torch.get_num_threads(),
+            "queries": len(prompts), "batch": batch, "wall_s": round(wall, 2),
+            "generated_tokens": tokens, "tokens_per_s": round(tokens / wall, 1),
+            "prompt_tokens": real, "prompt_tokens_per_s_prefill":
+                round(real / clock["forward_prefill"], 1) if clock["forward_prefill"] else None,
+            "share_of_wall": share,
+            "prefill_padding_share": round(pad / (pad + real), 3),
+            "decode_rows_past_eos_share": round(rows_done / rows, 3) if rows else None}
+
+
 def bench_stages(args: argparse.Namespace) -> dict:
     table = {}
     for run in args.runs:
@@ -241,11 +325,17 @@ def main() -> None:
     p.add_argument("--batches", type=int, nargs="+", default=[16, 64])
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--bar", type=int, default=24)
+    p = sub.add_parser("profile")
+    p.add_argument("--model", default="gemma-3-270m")
+    p.add_argument("--benchmark", required=True)
+    p.add_argument("--n", type=int, default=128)
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--batch-size", type=int, default=64)
     p = sub.add_parser("stages")
     p.add_argument("runs", nargs="+")
     args = parser.parse_args()
     fn = {"dtype": bench_dtype, "jlens": bench_jlens, "generate": bench_generate,
-          "stages": bench_stages}[args.cmd]
+          "profile": bench_profile, "stages": bench_stages}[args.cmd]
     print(json.dumps(fn(args), indent=2))
 
 
