@@ -11,8 +11,8 @@ judge against FULL's lexicon (the parent benchmark, as a ``--limit`` run of it w
 the CLI refuses that on purpose, since the run's manifest names the subset). This is the dev
 loop of issue 26: pass ``--split dev`` / ``--split fresh_dev`` while tuning. For every model
 (and both pooled) it prints the five §18.6 figures of ``fks judge agreement`` (kind
-agreement, extraction where both say ANSWER, within-fact cluster pairs, correctness Cohen's kappa, mean per-fact BCS gap),
-then the same per condition family (the context family on its own line) and per relation
+agreement, extraction where both say ANSWER, within-fact cluster pairs, correctness Cohen's
+kappa, mean per-fact BCS gap), then the same per condition family (the context family on its own line) and per relation
 ("leave one relation out": the figures of each relation alone, the worst one printed), so a
 rule that only works on some relations shows. Nothing is tuned here.
 """
