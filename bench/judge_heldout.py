@@ -7,14 +7,16 @@
 
 Run by hand on judged runs of the labelled answers, or judge in process with
 ``--scored RUN/scored.jsonl ... --benchmark FULL``: the scored rows are judged by the alias
-judge against FULL's lexicon (the parent benchmark, as a ``--limit`` run of it would be judged;
-the CLI refuses that on purpose, since the run's manifest names the subset). This is the dev
-loop of issue 26: pass ``--split dev`` / ``--split fresh_dev`` while tuning. For every model
-(and both pooled) it prints the five §18.6 figures of ``fks judge agreement`` (kind
-agreement, extraction where both say ANSWER, within-fact cluster pairs, correctness Cohen's
-kappa, mean per-fact BCS gap), then the same per condition family (the context family on its own line) and per relation
-("leave one relation out": the figures of each relation alone, the worst one printed), so a
-rule that only works on some relations shows. Nothing is tuned here.
+judge against FULL's lexicon (the parent benchmark, as a ``--limit`` run of it would be
+judged; the CLI refuses that on purpose, since the run's manifest names the subset). This is
+the dev loop of issue 26: pass ``--split dev`` / ``--split fresh_dev`` while tuning.
+
+For every model (and both pooled) it prints the five §18.6 figures of ``fks judge
+agreement`` (kind agreement, extraction where both say ANSWER, within-fact cluster pairs,
+correctness Cohen's kappa, mean per-fact BCS gap), then the same per condition family (the
+context family on its own line) and per relation ("leave one relation out": the figures of
+each relation alone, the worst one printed), so a rule that only works on some relations
+shows. Nothing is tuned here.
 """
 
 from __future__ import annotations
