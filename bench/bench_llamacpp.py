@@ -54,10 +54,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--benchmark", required=True)
     ap.add_argument("--n", type=int, default=128)
-    ap.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp(prefix="fks_llamacpp_")))
+    ap.add_argument("--out", type=Path, default=None, help="default: a new temporary folder")
     ap.add_argument("--llama-python", default="/work/llvenv/bin/python")
     ap.add_argument("--show", type=int, default=5)
     args = ap.parse_args()
+    args.out = args.out or Path(tempfile.mkdtemp(prefix="fks_llamacpp_"))
     fks = Path(sys.executable).with_name("fks")
     run = args.out / "hf"
     started = time.perf_counter()

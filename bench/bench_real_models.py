@@ -253,14 +253,16 @@ def bench_profile(args: argparse.Namespace) -> dict:
         backend.generate(prompts[:batch], max_new_tokens=24)  # warm-up, untimed
         for k in clock:
             clock[k] = 0.0
-        pad = real = rows_done = rows = tokens = 0
+        # prompt lengths counted before the clock starts (the backend tokenises them again)
+        cap = backend.generation.max_prompt_len
+        lengths = [len(encode_prompt(tok, p, cap)[0]) for p in prompts]
+        real = sum(lengths)
+        pad = sum(len(c) * max(c) - sum(c) for c in
+                  (lengths[i:i + batch] for i in range(0, len(prompts), batch)))
+        rows_done = rows = tokens = 0
         started = time.perf_counter()
         for i in range(0, len(prompts), batch):
             chunk = prompts[i:i + batch]
-            lens = [len(encode_prompt(tok, p, backend.generation.max_prompt_len)[0])
-                    for p in chunk]
-            pad += len(chunk) * max(lens) - sum(lens)
-            real += sum(lens)
             state["calls"] = 0
             outs = backend.generate(chunk, max_new_tokens=24)
             steps = state["calls"] - 1

@@ -9,7 +9,7 @@ names (the *subject*), the relation's lexicon (every entity filling that slot an
 benchmark) and the gazetteer (every entity of the benchmark and of the packaged mParaRel
 gazetteer, all relations, six languages; :mod:`fks.judge._gazetteer`).
 
-Rules (J1-J10; every rule is general: none is keyed to an entity, fact or answer string):
+Rules (J1-J13; every rule is general: none is keyed to an entity, fact or answer string):
 
 * **J1 Empty.** An empty or blank continuation is ``UNPARSEABLE`` (no answer; never a cluster
   of its own).
@@ -242,7 +242,8 @@ class _Context:
                  gazetteer: EntityLexicon | None, numeric: bool,
                  slot: frozenset[str] = frozenset()) -> None:
         self.query_norm, self.query_words = _query_parts(query)
-        self.query = query
+        # J6: the query's sentences before the question (a context query's distractor)
+        self.context_sentences = tuple(normalize(p) for p in _SENTENCE.split(query.strip())[:-1])
         self.slot = slot
         self.mentions = mentions
         self._heads, self._name_words, self._mention_aliases = _mention_parts(mentions)
@@ -753,13 +754,12 @@ def _whole_name(stripped: str, span: str, sentence: str, ctx: _Context) -> Readi
 
 def _distractor_name(head: str, sentence: str, ctx: _Context) -> bool:
     """J6: ``head`` is a capitalised name written in a query sentence before the question."""
-    parts = _SENTENCE.split(ctx.query.strip())
-    words = _tokens(normalize(head))
-    if len(parts) < 2 or not words or words[-1] in _FUNCTION or not _looks_named(head, sentence) \
-            or not _all_capitalised(head, sentence):
-        return False
     name = normalize(head)
-    return any(_contains(normalize(p), name) for p in parts[:-1])
+    words = _tokens(name)
+    if not ctx.context_sentences or not words or words[-1] in _FUNCTION \
+            or not _looks_named(head, sentence) or not _all_capitalised(head, sentence):
+        return False
+    return any(_contains(part, name) for part in ctx.context_sentences)
 
 
 def _read_conflict(stripped: str, sentence: str, lex: EntityLexicon) -> Reading | None:
