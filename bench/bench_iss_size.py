@@ -21,6 +21,11 @@ on its shared facts, relation-macro, ``kts_geo_min_facts = 5``):
   applied to the run's (fks's rule since issue 27); at 2,592 facts it *is* ``run``;
 * ``unwhitened``: residualised (on the reference pool) and L2-normalised, not whitened.
 
+For ``reference`` and ``unwhitened`` KTS-ID ranks each fact among the pool's facts of its
+relation (:class:`fks.metrics.internal.scores.PoolIdentity`, fks's rule since stop 33);
+``reference_run_id`` is the reference fit with the spec's identification among the run's own
+facts (fks's rule before), to show what the pool identification changes.
+
 Printed: one line per (d, s, F) and, at the end, the largest deviation of each candidate from
 its own 2,592-fact value over F >= 200, F = 50 and s = 0.
 """
@@ -37,7 +42,14 @@ import numpy as np
 from fks.configs import WhiteningConfig
 from fks.metrics.internal.coverage import complete_family_mask
 from fks.metrics.internal.negatives import negatives_from_lists, sample_negatives
-from fks.metrics.internal.scores import BlockGrams, iss_from_pairs, kts_macro, kts_pair, pair_scores
+from fks.metrics.internal.scores import (
+    BlockGrams,
+    PoolIdentity,
+    iss_from_pairs,
+    kts_macro,
+    kts_pair,
+    pair_scores,
+)
 from fks.metrics.internal.space import (
     Design,
     Residualizer,
@@ -132,8 +144,13 @@ def fit(x: np.ndarray, design: Design, rows: np.ndarray | None = None,
     return res, wh
 
 
-def scores(q: np.ndarray, design: Design) -> tuple[np.ndarray, np.ndarray, float | None]:
-    """Per-fact ISS, the headline mask and the mean KTS over the family pairs."""
+def scores(q: np.ndarray, design: Design, pool: tuple | None = None
+           ) -> tuple[np.ndarray, np.ndarray, float | None]:
+    """Per-fact ISS, the headline mask and the mean KTS over the family pairs.
+
+    ``pool``: ``(Vp, pool_design)``, the pool's centroids in the same space; KTS-ID then ranks
+    among the pool's facts of each relation.
+    """
     V = family_centroids(q, design, EPS)
     neg = negatives_from_lists(
         sample_negatives(design.fact_ids.tolist(),
@@ -142,11 +159,16 @@ def scores(q: np.ndarray, design: Design) -> tuple[np.ndarray, np.ndarray, float
         design.fact_ids.tolist(), design.fact_relation)
     pairs = pairs_of(FAMS)
     grams = BlockGrams(V, neg.blocks)
+    ident = None
+    if pool is not None:
+        Vp, pd = pool
+        fact_pos = np.array([int(f[5:]) for f in design.fact_ids])  # pool = every fact, sorted
+        ident = PoolIdentity.from_pool(Vp, pd.has, pd.fact_relation, fact_pos, pairs)
     r = iss_from_pairs(pair_scores(V, design.has, neg, pairs, grams), np.ones(len(pairs), bool),
                        EPS)
     sel = complete_family_mask(design.has, design.families, FAMS) & r["defined"]
     kts = [kts_macro(kts_pair(grams, i, j, design.has[:, i] & design.has[:, j],
-                              design.relations, min_facts=MIN_FACTS), EPS)["kts"]
+                              design.relations, min_facts=MIN_FACTS, pool=ident), EPS)["kts"]
            for i, j in pairs]
     kts = [v for v in kts if v is not None]
     return r["iss"], sel, float(np.mean(kts)) if kts else None
@@ -161,6 +183,7 @@ def apply_fit(x: np.ndarray, relation: np.ndarray, family: np.ndarray, res: Resi
 
 
 def candidates(x: np.ndarray, design: Design, F: int, pool: tuple) -> dict[str, dict]:
+    """Every candidate's ISS and KTS on the run ``x``; ``pool``: the pool's fit and centroids."""
     out: dict[str, dict] = {}
 
     def record(name: str, iss: np.ndarray, sel: np.ndarray, kts: float | None,
@@ -185,10 +208,13 @@ def candidates(x: np.ndarray, design: Design, F: int, pool: tuple) -> dict[str, 
             iss, sel, _ = scores(apply_fit(x, design.relation, design.family, res, wh), design)
             iss_cf[fold == j], sel_cf[fold == j] = iss[fold == j], sel[fold == j]
         record("crossfit", iss_cf, sel_cf, None)
-    res_p, wh_p, pool_rel = pool
+    res_p, wh_p, pool_rel, Vp, Vp_raw, pool_design = pool
     rel = pool_rel[np.array([int(r[4:]) for r in design.relations])][design.relation]
-    record("reference", *scores(apply_fit(x, rel, design.family, res_p, wh_p), design))
-    record("unwhitened", *scores(apply_fit(x, rel, design.family, res_p, None), design))
+    q = apply_fit(x, rel, design.family, res_p, wh_p)
+    record("reference", *scores(q, design, (Vp, pool_design)))
+    record("reference_run_id", *scores(q, design))
+    record("unwhitened", *scores(apply_fit(x, rel, design.family, res_p, None), design,
+                                 (Vp_raw, pool_design)))
     return out
 
 
@@ -208,12 +234,16 @@ def main() -> None:
             model = Planted(d, s)
             xp = model.states(pool_design, pool_gfact)
             res_p, wh_p = fit(xp, pool_design)
+            Vp = family_centroids(apply_fit(xp, pool_design.relation, pool_design.family,
+                                            res_p, wh_p), pool_design, EPS)
+            Vp_raw = family_centroids(apply_fit(xp, pool_design.relation, pool_design.family,
+                                                res_p, None), pool_design, EPS)
             del xp
             for F in sorted(args.facts):
                 t0 = time.perf_counter()
                 design, gfact = design_for(order[:F])
                 x = model.states(design, gfact)
-                c = candidates(x, design, F, (res_p, wh_p, pool_rel))
+                c = candidates(x, design, F, (res_p, wh_p, pool_rel, Vp, Vp_raw, pool_design))
                 rows.append({"d": d, "signal": s, "facts": F, "main_queries": design.n, **{
                     name: v for name, v in c.items()}})
                 cells = "  ".join(
@@ -223,7 +253,7 @@ def main() -> None:
                 print(f"d={d:4d} s={s:3.1f} F={F:4d} n={design.n:5d}  {cells}  "
                       f"({time.perf_counter() - t0:.0f} s)", flush=True)
     print("\nlargest |ISS(F) - ISS(2592)| (and KTS) per candidate:")
-    for name in ("run", "fact_k", "crossfit", "reference", "unwhitened"):
+    for name in ("run", "fact_k", "crossfit", "reference", "reference_run_id", "unwhitened"):
         for label, pick in (("F>=200, s>0", lambda r: r["facts"] >= 200 and r["signal"] > 0),
                             ("F=50, s>0", lambda r: r["facts"] == 50 and r["signal"] > 0),
                             ("s=0, all F", lambda r: r["signal"] == 0)):

@@ -236,3 +236,73 @@ def test_slot_words_are_template_words(tmp_path):
     words = slot_words(bench)[("capital", "object")]
     assert "capital" in words
     assert not {"france", "germany", "japan", "paris"} & words
+
+
+# -- stop 33: another relation's predicate, whole names inside a sentence, initialisms ------
+DIED = frozenset("where did die died passed away his her life ended in".split())
+BORN = frozenset("where was born is from".split())
+
+
+@pytest.mark.parametrize("raw", [
+    "\nMarie Curie was born on 7 November 1867 in the city of Paris",
+    " Marie Curie was born in Paris, France, in 1867. She was a physicist",
+    "\nMarie Curie was a physicist. She was born in Paris, France, on November",
+])
+def test_j14_a_birthplace_is_no_answer_for_the_place_of_death(raw, gaz):
+    r = read_answer(raw, query="Where did Marie Curie die?", mentions=("Marie Curie",),
+                    lexicon=PLACES, gazetteer=gaz, slot=DIED, foreign=frozenset({"born"}))
+    assert r.kind == "UNPARSEABLE"
+    # without the foreign predicate words (fks before stop 33) Paris was read as the answer
+    # (or, with its country, as a list of candidates)
+    old = read_answer(raw, query="Where did Marie Curie die?", mentions=("Marie Curie",),
+                      lexicon=PLACES, gazetteer=gaz, slot=DIED)
+    assert old.key == "ENTITY_Q90" or old.kind == "MULTIPLE"
+
+
+def test_j14_our_own_predicate_after_a_foreign_word_still_answers(gaz):
+    # "born" is foreign for a place of death, but the clause's last predicate is "died"
+    raw = " Marie Curie, who was born in Warsaw, died in Paris."
+    r = read_answer(raw, query="Where did Marie Curie die?", mentions=("Marie Curie",),
+                    lexicon=PLACES, gazetteer=gaz, slot=DIED, foreign=frozenset({"born"}))
+    assert (r.kind, r.key) == ("ANSWER", "ENTITY_Q90")
+    # and a place of birth asked is answered by "born in"
+    r = read_answer(" Marie Curie was born in Paris.", query="Where was Marie Curie born?",
+                    mentions=("Marie Curie",), lexicon=PLACES, gazetteer=gaz, slot=BORN,
+                    foreign=frozenset({"died"}))
+    assert (r.kind, r.key) == ("ANSWER", "ENTITY_Q90")
+
+
+def test_j14_foreign_words_are_distinctive_template_words():
+    from fks.judge._run import foreign_words
+
+    slots = {("place_of_birth", "object"): frozenset({"born", "where", "city"}),
+             ("place_of_birth", "subject"): frozenset({"born", "who"}),
+             ("place_of_death", "object"): frozenset({"died", "where", "city"}),
+             ("capital", "object"): frozenset({"capital", "city"})}
+    got = foreign_words(slots)
+    # "born" belongs to one relation (both of its slots); "city" to three: never foreign
+    assert got[("place_of_death", "object")] == {"born", "capital"}
+    assert got[("place_of_birth", "object")] == {"died", "capital"}
+    assert "city" not in got[("capital", "object")]
+
+
+@pytest.mark.parametrize("raw, span", [
+    (" The BMW 320 is made by the BMW Motor Group.", "bmw motor group"),
+    (" Boeing 747 is produced by Boeing Commercial Airplanes.", "boeing commercial airplanes"),
+    (" Boeing 747 is produced by Boeing, an American company.", "boeing"),
+])
+def test_j15_the_span_is_the_whole_capitalised_name_the_key_its_entity(raw, span, gaz):
+    lexicon = EntityLexicon({"ENTITY_Q26678": ("BMW", ["BMW"])}) if "BMW" in raw else COMPANIES
+    subject = ("BMW 320",) if "BMW" in raw else ("Boeing 747",)
+    r = read_answer(raw, query=f"Which company manufactures {subject[0]}?", mentions=subject,
+                    lexicon=lexicon, gazetteer=gaz, slot=MAKER)
+    assert r.kind == "ANSWER" and r.span == span
+    assert r.key == ("ENTITY_Q26678" if "BMW" in raw else "ENTITY_Q66")
+
+
+def test_an_initialism_does_not_end_the_sentence(gaz):
+    raw = " Paris F.C. is located in the city of Berlin, Germany.\nQuestion: ..."
+    r = read_answer(raw, query="Where is the headquarters of Paris F.C.?",
+                    mentions=("Paris F.C.",), lexicon=PLACES, gazetteer=gaz,
+                    slot=frozenset("where is the headquarters of located in city".split()))
+    assert (r.kind, r.key) == ("ANSWER", "ENTITY_Q64")

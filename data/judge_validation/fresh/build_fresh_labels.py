@@ -3,7 +3,10 @@
 The same decision-line format and checks as ../build_labels.py (one label per main query of
 each labelled fact, whole facts, the core answer occurring in the raw text, one correctness
 per cluster within a fact); the raw answer and metadata are copied from the runs.
-Usage: python build_fresh_labels.py [dev|test|all] [RUNS_ROOT=/work/real/fresh]
+Usage: python build_fresh_labels.py [dev|test|all] [RUNS_ROOT=/work/real/fresh] [LABEL_DIR=.]
+
+LABEL_DIR (default: this folder) holds ``hand/`` and receives ``labels_<split>.jsonl``; the rows'
+split is ``<LABEL_DIR name>_<split>`` (``fresh_test`` here, ``fresh2_test`` for ``../fresh2``).
 """
 
 import json
@@ -14,6 +17,8 @@ HERE = Path(__file__).resolve().parent
 SPLITS = {"all": ("dev", "test")}.get(sys.argv[1] if len(sys.argv) > 1 else "all",
                                      (sys.argv[1],) if len(sys.argv) > 1 else ())
 ROOT = Path(sys.argv[2] if len(sys.argv) > 2 else "/work/real/fresh")
+if len(sys.argv) > 3:
+    HERE = Path(sys.argv[3]).resolve()
 SPECIAL = {"U": ("UNPARSEABLE", "REVIEW_REQUIRED"), "E": ("UNPARSEABLE", "REVIEW_REQUIRED"),
            "ABS": ("ABSTAIN", "ABSTAIN"), "M": ("MULTIPLE", "AMBIGUOUS")}
 CORR = {"C": "CORRECT", "I": "INCORRECT"}
@@ -61,7 +66,7 @@ def main() -> int:
                     continue
                 rows.append({"query_id": qid, "fact_id": fid, "model": model,
                              "relation": q["relation"], "condition_family": q["condition_family"],
-                             "language": q["language"], "split": f"fresh_{split}",
+                             "language": q["language"], "split": f"{HERE.name}_{split}",
                              "raw_answer": raw, "kind": kind, "extracted_answer": extracted,
                              "cluster_id": cluster, "correctness": corr, "note": note})
             want = {q["query_id"] for q in queries.values()

@@ -72,11 +72,13 @@ class AliasJudge:
         raw = []
         for item in group.items:
             key = (item.raw_response, item.query or group.question, item.generation_ok,
-                   group.mentions, id(group.lexicon), id(group.gazetteer), numeric, group.slot)
+                   group.mentions, id(group.lexicon), id(group.gazetteer), numeric, group.slot,
+                   group.foreign)
             got = self._memo.get(key)
             if got is None:
                 got = assign_alias(item, group.lexicon, group.mentions, group.gazetteer,
-                                   numeric=numeric, question=group.question, slot=group.slot)
+                                   numeric=numeric, question=group.question, slot=group.slot,
+                                   foreign=group.foreign)
                 if len(self._memo) < 500_000:
                     self._memo[key] = got
             raw.append(got)
@@ -91,7 +93,8 @@ class AliasJudge:
 
 def assign_alias(item: AnswerItem, lexicon: EntityLexicon, mentions: tuple[str, ...] = (),
                  gazetteer: EntityLexicon | None = None, *, numeric: bool = False,
-                 question: str = "", slot: frozenset[str] = frozenset()) -> Assignment:
+                 question: str = "", slot: frozenset[str] = frozenset(),
+                 foreign: frozenset[str] = frozenset()) -> Assignment:
     """Assign one answer to a cluster: step one of the alias judge (module docstring).
 
     ``mentions`` are the aliases of the entity the question itself names; ``question`` is
@@ -100,7 +103,8 @@ def assign_alias(item: AnswerItem, lexicon: EntityLexicon, mentions: tuple[str, 
     if not item.generation_ok:
         return Assignment(UNPARSEABLE, None, "UNPARSEABLE", 1.0)
     r = read_answer(item.raw_response, query=item.query or question, mentions=mentions,
-                    lexicon=lexicon, gazetteer=gazetteer, numeric=numeric, slot=slot)
+                    lexicon=lexicon, gazetteer=gazetteer, numeric=numeric, slot=slot,
+                    foreign=foreign)
     if r.kind != "ANSWER" or r.key is None:
         return Assignment(r.kind if r.kind != "ANSWER" else UNPARSEABLE, None,
                           r.kind if r.kind != "ANSWER" else "UNPARSEABLE", 1.0)

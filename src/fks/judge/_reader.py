@@ -9,7 +9,7 @@ names (the *subject*), the relation's lexicon (every entity filling that slot an
 benchmark) and the gazetteer (every entity of the benchmark and of the packaged mParaRel
 gazetteer, all relations, six languages; :mod:`fks.judge._gazetteer`).
 
-Rules (J1-J13; every rule is general: none is keyed to an entity, fact or answer string):
+Rules (J1-J14; every rule is general: none is keyed to an entity, fact or answer string):
 
 * **J1 Empty.** An empty or blank continuation is ``UNPARSEABLE`` (no answer; never a cluster
   of its own).
@@ -88,6 +88,11 @@ Rules (J1-J13; every rule is general: none is keyed to an entity, fact or answer
   apart from a longer name that contains it. With J6's bare-line rule: a bare line naming the
   context sentence's object or subject is an answer (R-context), never an echo of the query.
   J11 also reads a year after ``the year`` (``He was born in the year 1880.`` -> 1880).
+* **J14 Another relation's predicate** (stop 33). An entity whose clause (back to the last
+  comma, semicolon or colon) holds a predicate word that belongs to exactly one *other*
+  relation's templates (``born`` asked where someone died, ``died`` asked where someone was
+  born; :func:`fks.judge._run.foreign_words`) fills that other slot: the sentence asserts
+  nothing for ours (``Charlotte Corday was born in Philadelphia`` asked where she died).
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
@@ -125,6 +130,23 @@ __all__ = ["Reading", "read_answer", "Kind", "subject_key"]
 Kind = Literal["ANSWER", "ABSTAIN", "MULTIPLE", "UNPARSEABLE"]
 
 _SENTENCE = re.compile(r"(?<=[.!])\s+|(?<=[。！])")
+#: a sentence piece ending with an initialism's full stop (``F.C.``, ``U.S.``, ``J.``)
+_INITIALISM_END = re.compile(r"(?:^|[\s(])(?:[A-Z]\.)+$")
+
+
+def _sentences(text: str) -> list[str]:
+    """Split ``text`` at sentence ends (``_SENTENCE``), not after an initialism.
+
+    ``Beijing Guoan F.C. is located in Beijing`` is one sentence: a full stop closing a run
+    of single capital letters with stops (``F.C.``, ``U.S.``) abbreviates, it ends nothing.
+    """
+    out: list[str] = []
+    for piece in _SENTENCE.split(text):
+        if out and _INITIALISM_END.search(out[-1]):
+            out[-1] = f"{out[-1]} {piece}"
+        else:
+            out.append(piece)
+    return out
 _ASIDE = re.compile(r"[,;(（，；]| [-–—] ")
 _WORD = re.compile(r"\w+")
 #: what may stand between two entities of a list or an alternative (J6)
@@ -240,16 +262,35 @@ class _Context:
 
     def __init__(self, query: str, mentions: tuple[str, ...], lexicon: EntityLexicon,
                  gazetteer: EntityLexicon | None, numeric: bool,
-                 slot: frozenset[str] = frozenset()) -> None:
+                 slot: frozenset[str] = frozenset(),
+                 foreign: frozenset[str] = frozenset()) -> None:
         self.query_norm, self.query_words = _query_parts(query)
         # J6: the query's sentences before the question (a context query's distractor)
-        self.context_sentences = tuple(normalize(p) for p in _SENTENCE.split(query.strip())[:-1])
+        self.context_sentences = tuple(normalize(p) for p in _sentences(query.strip())[:-1])
         self.slot = slot
+        self.foreign = foreign - slot
         self.mentions = mentions
         self._heads, self._name_words, self._mention_aliases = _mention_parts(mentions)
         self.lexicon = lexicon
         self.gazetteer = gazetteer
         self.numeric = numeric
+
+    def governed_elsewhere(self, stripped: str, span: str) -> bool:
+        """J14: ``span`` fills another relation's predicate in its clause (``born in Paris``).
+
+        The clause is the text before the span's first occurrence back to the last comma,
+        semicolon or colon. Its last predicate word -- one of our slot's words or a foreign
+        one (:attr:`foreign`) -- is foreign: ``network owned by the BBC`` is our predicate.
+        """
+        if not self.foreign or not span:
+            return False
+        at = stripped.find(span)
+        if at < 0:
+            return False
+        clause = re.split(r"[,;:，；：]", stripped[:at])[-1]
+        marks = [w for w in _tokens(clause)
+                 if w in self.foreign or (w in self.slot and (len(w) >= 4 or has_cjk(w)))]
+        return bool(marks) and marks[-1] in self.foreign
 
     def names_query_entity(self, stripped: str) -> bool:
         """Tell whether a known entity named in ``stripped`` is named in the query too."""
@@ -493,8 +534,46 @@ def subject_key(text: str, mentions: tuple[str, ...], lexicon: EntityLexicon,
 
 
 def _entity(lex: EntityLexicon, key: str, stripped: str, sentence: str, rule: str) -> Reading:
-    span = lex.alias_in(stripped, key) or clean(sentence)
+    alias = lex.alias_in(stripped, key)
+    span = _name_around(alias, stripped, sentence) if alias else clean(sentence)
     return Reading("ANSWER", span, key, lex.canonical(key), 1.0, rule)
+
+
+def _name_around(alias: str, stripped: str, sentence: str) -> str:
+    """J15: the core answer is the whole capitalised name the alias is written in.
+
+    ``manufactured by the BMW Motor Group`` answers ``BMW Motor Group`` and ``signed to Blue
+    Moon Records`` answers ``Blue Moon Records``: the alias's first occurrence in ``stripped``
+    is extended over the adjacent words (no punctuation between) that ``sentence`` writes
+    with a capital and that are not function words or articles. Only the span changes; the
+    cluster key stays the alias's entity (the guide reads such a name as a variant of it).
+    Caseless scripts and all-lower or all-upper sentences keep the alias.
+    """
+    at = stripped.find(alias)
+    if at < 0 or has_cjk(alias) or sentence.lower() == sentence or sentence.upper() == sentence:
+        return alias
+    written = {normalize(w): w for w in _WORD.findall(sentence)}
+
+    def name_word(w: str) -> bool:
+        orig = written.get(w)
+        return (w not in _FUNCTION and w not in _ARTICLES and orig is not None
+                and orig[:1].isupper() and not w.isdigit())
+
+    before: list[str] = []
+    head = stripped[:at]
+    if head.endswith(" "):
+        for w in reversed(head[:-1].split(" ")):
+            if not re.fullmatch(r"\w+", w) or not name_word(w):
+                break
+            before.insert(0, w)
+    after: list[str] = []
+    rest = stripped[at + len(alias):]
+    if rest.startswith(" "):
+        for w in rest[1:].split(" "):
+            if not re.fullmatch(r"\w+", w) or not name_word(w):
+                break
+            after.append(w)
+    return " ".join([*before, alias, *after])
 
 
 #: J12: a line that is only a year (or decade), a date or a timestamp
@@ -665,11 +744,16 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
         if _named_in(sentence, span, ctx.lexicon):
             if distractor(ctx.lexicon, res.key, span):
                 return None  # J6: the query's other (distractor) sentence repeated
+            if ctx.governed_elsewhere(stripped, span):
+                return None  # J14: "was born in Paris" asked where she died
             whole = _whole_name(stripped, span, sentence, ctx) if bare else None
             if whole is not None:
                 return whole
             return _entity(ctx.lexicon, res.key, stripped, sentence, "J6")
     elif res.kind == "conflict":
+        first = min(ctx.lexicon.find_all(stripped, normalized=True), default=None)
+        if first is not None and ctx.governed_elsewhere(stripped, first[2]):
+            return None  # J14: "born in Paris, France" asked where she died
         got = _read_conflict(stripped, sentence, ctx.lexicon)
         if got is not None:
             return got
@@ -698,6 +782,8 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
                 continue
             if distractor(ctx.gazetteer, g, span):
                 return None
+            if ctx.governed_elsewhere(stripped, span):
+                return None  # J14
             return _entity(ctx.gazetteer, g, text, sentence, "J6")
     if bare and not n_subject and ctx.is_echo(words) and _distractor_name(head, sentence, ctx):
         # J6: a bare line that is a name of the context sentence ("Dodge 600" after "Dodge 600
@@ -788,7 +874,8 @@ def _read_conflict(stripped: str, sentence: str, lex: EntityLexicon) -> Reading 
 
 def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: EntityLexicon,
                 gazetteer: EntityLexicon | None = None, numeric: bool = False,
-                slot: frozenset[str] = frozenset()) -> Reading:
+                slot: frozenset[str] = frozenset(),
+                foreign: frozenset[str] = frozenset()) -> Reading:
     r"""Read one continuation (rules J1-J10 of the module docstring).
 
     >>> lex = EntityLexicon({"ENTITY_Q5838": ("Kabul", ["Kabul", "喀布尔"])})
@@ -801,7 +888,7 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
     """
     if not raw.strip():
         return Reading("UNPARSEABLE", rule="J1")
-    ctx = _Context(query, mentions, lexicon, gazetteer, numeric, slot)
+    ctx = _Context(query, mentions, lexicon, gazetteer, numeric, slot, foreign)
     if not numeric and ("____" in query or not query.rstrip().endswith(_CLOSED)):
         # J12: a year, date or timestamp filling an open blank ("was created in" -> "1970",
         # "2018-01-22 12:22:12") is an answer of the wrong type, keyed on its year
@@ -823,7 +910,7 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
             continue  # J7: the start of a line already read again (a loop cut by the budget)
         seen.append(norm_line)
         bare = len(_tokens(norm_line)) <= STRING_MAX_WORDS
-        for j, sentence in enumerate(_SENTENCE.split(text)):
+        for j, sentence in enumerate(_sentences(text)):
             if not has_content(sentence):
                 continue
             reading = _read_sentence(sentence, ctx, bare,

@@ -146,12 +146,36 @@ def slot_words(bench: Benchmark) -> dict[tuple[str, str], frozenset[str]]:
     return out
 
 
+def foreign_words(slots: dict[tuple[str, str], frozenset[str]]
+                  ) -> dict[tuple[str, str], frozenset[str]]:
+    """Predicate words that belong to one other relation's slot only (reader rule J14).
+
+    A word of :func:`slot_words` is *distinctive* when the templates of exactly one relation
+    (either slot) use it and it is a content word (four letters or more, or CJK): ``born``
+    (place of birth), ``died`` (place of death), ``worked`` (work location), ``founded``;
+    ``company`` or ``city``, shared by several relations, are not. The foreign words of a
+    slot are the distinctive words of the *other* relations. Built from the benchmark's
+    templates alone.
+    """
+    from fks.judge._reader import _FUNCTION, has_cjk
+
+    owners: dict[str, set[str]] = defaultdict(set)
+    for (relation, _), words in slots.items():
+        for w in words:
+            if w not in _FUNCTION and (len(w) >= 4 or has_cjk(w)) and w != "____":
+                owners[w].add(relation)
+    distinctive = {w: next(iter(r)) for w, r in owners.items() if len(r) == 1}
+    return {key: frozenset(w for w, owner in distinctive.items() if owner != key[0])
+            for key in slots}
+
+
 def build_groups(records: list[ScoredRecord], bench: Benchmark,
                  lexicons: dict[tuple[str, str], EntityLexicon] | None = None) -> _Grouped:
     """Group records for judging and build each group's gold reference (kept apart)."""
     lexicons = lexicons if lexicons is not None else build_lexicons(bench)
     gazetteer = build_gazetteer(bench)
     slots = slot_words(bench)
+    foreign = foreign_words(slots)
     queries = {q.query_id: q for q in bench.queries}
     by_key: dict[tuple[str, str, str, str], list[int]] = defaultdict(list)
     for i, rec in enumerate(records):
@@ -177,6 +201,7 @@ def build_groups(records: list[ScoredRecord], bench: Benchmark,
             items=tuple(_item(records[i], queries[records[i].query_id].query) for i in idx),
             mentions=tuple(dict.fromkeys([asked.canonical, *asked.aliases])),
             gazetteer=gazetteer, slot=slots.get((rel, slot), frozenset()),
+            foreign=foreign.get((rel, slot), frozenset()),
         ))
         out.refs.append(Reference(entity_key(ent.entity_id, ent.canonical),
                                   tuple(dict.fromkeys(gold)), fact.answer_type,

@@ -94,6 +94,8 @@ class AnswerGroup:
             gazetteer's), so a wrong answer outside the relation still gets its entity cluster.
         slot: the relation's predicate words (J11 of :mod:`fks.judge._reader`; from the
             benchmark's query templates, never from answers).
+        foreign: predicate words of *other* relations only (J14: ``born`` when the slot is
+            a place of death), from the same templates (:func:`fks.judge._run.foreign_words`).
     """
 
     key: tuple[str, str, AnalysisGroup]
@@ -106,6 +108,7 @@ class AnswerGroup:
     mentions: tuple[str, ...] = ()
     gazetteer: EntityLexicon | None = None
     slot: frozenset[str] = frozenset()
+    foreign: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ of the headline figures (nan where a stage did not score the fact):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -213,7 +214,10 @@ class CentroidStore:
     """``RUN/metrics/hidden_family_centroids/`` written by the internal metrics.
 
     ``layer_{l:03d}.npy`` (float16 ``(cells, k)``), ``index.jsonl`` (``row``, ``fact_id``,
-    ``condition_family``) and ``meta.json`` (``layers``, ``families``).
+    ``condition_family``) and ``meta.json`` (``layers``, ``families``; ``identity`` when the
+    run was scored against a reference pool: ``identity_{l:03d}.npy`` of shape
+    ``(facts, pairs, 2)`` over ``identity.fact_ids`` and ``identity.pairs``, the facts'
+    KTS-ID top-1 rates and chances among the pool's facts, issue 27).
     """
 
     folder: Path
@@ -221,6 +225,8 @@ class CentroidStore:
     families: tuple[str, ...]
     row_fact: np.ndarray
     row_family: np.ndarray
+    identity_facts: tuple[str, ...] | None = None
+    identity_pairs: tuple[str, ...] | None = None
 
     @classmethod
     def open(cls, folder: Path) -> CentroidStore | None:
@@ -249,9 +255,24 @@ class CentroidStore:
         if missing:
             log.warning("%s lacks layer files %s; KTS intervals are skipped", folder, missing)
             return None
+        ident = meta.get("identity")
+        ifacts = ipairs = None
+        if ident is not None:
+            if not isinstance(ident, dict) or not isinstance(ident.get("fact_ids"), list) \
+                    or not isinstance(ident.get("pairs"), list):
+                raise FksInputError("expected an object with lists 'fact_ids' and 'pairs'",
+                                    path=meta_p, field="identity")
+            ifacts = tuple(str(f) for f in ident["fact_ids"])
+            ipairs = tuple(str(p) for p in ident["pairs"])
+            gone = [x for x in layers if not (folder / f"identity_{x:03d}.npy").is_file()]
+            if gone:
+                raise FksInputError(f"meta.json names reference-pool identity files but "
+                                    f"identity_{gone[0]:03d}.npy is missing", path=meta_p,
+                                    field="identity")
         return cls(folder, layers, families,
                    np.array([r[1] for r in rows], dtype=object),
-                   np.array([families.index(r[2]) for r in rows], dtype=np.int64))
+                   np.array([families.index(r[2]) for r in rows], dtype=np.int64),
+                   ifacts, ipairs)
 
     def space(self, fact_ids: np.ndarray, families: Iterable[str], *, min_facts: int,
               eps: float) -> KtsSpace:
@@ -275,8 +296,32 @@ class CentroidStore:
             out[fi[ok], col[ok]] = arr[rows]
             return out
 
-        return KtsSpace(np.asarray(fact_ids), tuple(self.families[t] for t in keep),
-                        self.layers, has, load, min_facts, eps)
+        space = KtsSpace(np.asarray(fact_ids), tuple(self.families[t] for t in keep),
+                         self.layers, has, load, min_facts, eps)
+        if self.identity_facts is None or self.identity_pairs is None:
+            return space
+        ipos = {f: i for i, f in enumerate(self.identity_facts)}
+        frow = np.array([ipos.get(f, -1) for f in np.asarray(fact_ids).tolist()], np.int64)
+        names = space.pair_names()
+        missing = [n for n in names if n not in self.identity_pairs]
+        if missing:
+            raise FksInputError(f"the reference-pool identity has no pair {missing[0]}",
+                                path=folder / "meta.json", field="identity.pairs")
+        pcol = np.array([self.identity_pairs.index(n) for n in names], np.int64)
+
+        def identity(layer: int) -> np.ndarray:
+            arr = load_npy(folder / f"identity_{layer:03d}.npy", field=f"identity {layer}")
+            if arr.ndim != 3 or arr.shape[0] != len(self.identity_facts) \
+                    or arr.shape[1] != len(self.identity_pairs) or arr.shape[2] != 2:
+                raise FksInputError(f"shape {arr.shape}, expected ({len(self.identity_facts)}, "
+                                    f"{len(self.identity_pairs)}, 2)",
+                                    path=folder / f"identity_{layer:03d}.npy", field="shape")
+            out = np.zeros((len(frow), len(pcol), 2), dtype=np.float64)
+            ok = frow >= 0
+            out[ok] = arr[frow[ok]][:, pcol]
+            return out
+
+        return dataclasses.replace(space, identity=identity)
 
 
 # ================================================================================ the run
@@ -398,7 +443,9 @@ def load_run(run_dir: str | Path) -> RunData:
                     if rows is not None},
     )
     if data.centroids is not None:
+        idents = [f"identity_{x:03d}.npy" for x in data.centroids.layers] \
+            if data.centroids.identity_facts is not None else []
         for name in ("meta.json", "index.jsonl", *(f"layer_{x:03d}.npy"
-                                                    for x in data.centroids.layers)):
+                                                    for x in data.centroids.layers), *idents):
             data.inputs[f"{CENTROIDS_DIR}/{name}"] = sha256_file(mdir / CENTROIDS_DIR / name)
     return data

@@ -148,3 +148,84 @@ def test_design_determined_iss_is_null_with_the_reason(tmp_path):
     assert iss["iss"] is None and "design-determined" in iss["iss_undefined_reason"]
     assert kts["kts"] is None and kts["kts_undefined_reason"] == iss["iss_undefined_reason"]
     assert iss["unwhitened"]["iss"] is not None
+
+
+# ------------------------------------------------------------------ KTS-ID against the pool
+def _kts(run, bench, tmp_path, **metrics):
+    return run_internal_metrics(run, benchmark=bench, configs=configs(tmp_path, **metrics),
+                                transport="raw")["kts"]
+
+
+def test_pool_identity_is_the_spec_identity_when_the_pool_is_the_run():
+    from fks.metrics.internal.scores import BlockGrams, PoolIdentity, kts_pair
+
+    rng = np.random.default_rng(3)
+    F, T = 36, 3
+    V = rng.standard_normal((F, T, 8)).astype(np.float32)
+    V /= np.linalg.norm(V, axis=2, keepdims=True)
+    has = rng.random((F, T)) > 0.15
+    rel = np.repeat(np.arange(3), 12)
+    pairs = [(0, 1), (0, 2), (1, 2)]
+    ident = PoolIdentity.from_pool(V, has, rel, np.arange(F), pairs)
+    grams = BlockGrams(V, tuple(np.flatnonzero(rel == r) for r in range(3)))
+    for t, u in pairs:
+        shared = has[:, t] & has[:, u]
+        spec = kts_pair(grams, t, u, shared, ("a", "b", "c"), min_facts=3)
+        pooled = kts_pair(grams, t, u, shared, ("a", "b", "c"), min_facts=3, pool=ident)
+        assert spec.keys() == pooled.keys() and spec
+        for r in spec:
+            for key in ("top1_ab", "top1_ba", "top5", "mrr", "chance", "id", "rho"):
+                assert pooled[r][key] == pytest.approx(spec[r][key], abs=1e-12), (r, key)
+
+
+def test_a_slice_identifies_its_facts_among_the_pool_facts_of_their_relation(full, tmp_path):
+    from fks.metrics.stats.clustered_bootstrap import kts_point
+    from fks.report.inputs import CentroidStore
+
+    run, sub = _slice(full, 24, "slice", tmp_path)
+    kts = _kts(run, sub, tmp_path)
+    assert kts["kts_id_candidates"].startswith("the reference pool's facts")
+    rows = [json.loads(x) for x in (run / "metrics" / "kts_per_pair_layer.jsonl").open()]
+    head = [r for r in rows if r["selection"] == kts["kts_headline"]["selection"]]
+    # 8 facts of each relation in the slice, 55-60 with both families in the pool: the
+    # chance is about 1/60, not 1/8
+    assert head and all(1 / r["chance"] > 50 for r in head)
+    # the bootstrap reads the same identification from the centroid store
+    store = CentroidStore.open(run / "metrics" / "hidden_family_centroids")
+    assert store is not None and store.identity_facts is not None
+    ids = np.array([f.fact_id for f in sub.facts])
+    space = store.space(ids, store.families, min_facts=5, eps=1e-12)
+    point = kts_point(space, np.array([f.relation.relation_id for f in sub.facts]))
+    assert float(point.summary()["kts_id"]) == pytest.approx(kts["kts_id"], abs=1e-6)
+
+
+def _among_the_run(run, bench):
+    """KTS-ID of the run's centroids with the spec's identification among its own facts."""
+    import dataclasses
+
+    from fks.metrics.stats.clustered_bootstrap import kts_point
+    from fks.report.inputs import CentroidStore
+
+    store = CentroidStore.open(run / "metrics" / "hidden_family_centroids")
+    space = store.space(np.array([f.fact_id for f in bench.facts]), store.families,
+                        min_facts=5, eps=1e-12)
+    rel = np.array([f.relation.relation_id for f in bench.facts])
+    return float(kts_point(dataclasses.replace(space, identity=None), rel).summary()["kts_id"])
+
+
+def test_pure_noise_kts_does_not_grow_on_a_slice_with_the_pool(tmp_path):
+    root = tmp_path / "noise"
+    bench = make_bench(root, sizes=SIZES)
+    X, pos = _fixed_states(bench, signal=0.0, noise=1.0)
+    full_run = root / "full"
+    _store(full_run, bench, X, pos)
+    want = _kts(full_run, bench, tmp_path)["kts_id"]
+    sub = load_benchmark(limit_facts(bench, 24, tmp_path / "b"))
+    run = tmp_path / "pooled"
+    _store(run, sub, X, pos)
+    shutil.copytree(full_run / "hidden", run / REFERENCE_DIR / "hidden")
+    got = _kts(run, sub, tmp_path)["kts_id"]
+    old = _among_the_run(run, sub)  # the same centroids, ranked among the slice's 8 facts
+    print(f"noise KTS-ID: full {want:.4f}, slice with the pool {got:.4f}, among the slice {old:.4f}")
+    assert abs(got - want) < 0.02
+    assert old > got + 0.02

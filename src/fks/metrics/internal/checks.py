@@ -34,6 +34,7 @@ from fks.metrics.internal.sanity import (
 from fks.metrics.internal.scores import (
     BlockGrams,
     Negatives,
+    PoolIdentity,
     iss_from_pairs,
     kts_macro,
     kts_pair,
@@ -72,11 +73,13 @@ def _mean(x: np.ndarray) -> float | None:
 
 
 def headline_scores(V: np.ndarray, design: Design, neg: Negatives, ctx: Context,
-                    with_kts: bool = True) -> dict[str, Any]:
+                    with_kts: bool = True, pool: PoolIdentity | None = None) -> dict[str, Any]:
     """ISS and KTS of the headline selection for centroids ``V`` (one layer).
 
     ISS: the facts of the headline selection (first coverage mode, all facts). KTS: each pair
-    on its own shared facts ``D_t & D_t'`` (spec §8.2, the headline pair figures).
+    on its own shared facts ``D_t & D_t'`` (spec §8.2, the headline pair figures); ``pool``:
+    KTS-ID against the reference pool (:class:`PoolIdentity`, the headline and unwhitened
+    figures only; the §18 comparisons keep the run's own identification on both sides).
     """
     m = ctx.configs.metrics
     sel = ctx.selections[0]
@@ -96,7 +99,7 @@ def headline_scores(V: np.ndarray, design: Design, neg: Negatives, ctx: Context,
         i, j = ctx.pairs[p]
         shared = design.has[:, i] & design.has[:, j]
         macros.append(kts_macro(kts_pair(grams, i, j, shared, design.relations,
-                                         min_facts=m.kts_geo_min_facts), m.eps))
+                                         min_facts=m.kts_geo_min_facts, pool=pool), m.eps))
     for key in ("kts_geo_raw_spearman", "kts_id", "top1", "chance", "kts"):
         vals = [mm[key] for mm in macros if mm[key] is not None]
         out[key] = float(np.mean(vals)) if vals else None

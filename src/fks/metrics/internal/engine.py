@@ -68,6 +68,7 @@ from fks.metrics.internal.sanity import SanityTolerances
 from fks.metrics.internal.scores import (
     BlockGrams,
     Negatives,
+    PoolIdentity,
     iss_from_pairs,
     kts_pair,
     pair_scores,
@@ -246,8 +247,13 @@ def _reading_pairs(design: Design, fams: Sequence[str],
 # ============================================================================ per layer
 def score_layer(V: np.ndarray, design: Design, neg: Negatives, pairs: Sequence[tuple[int, int]],
                 reading_pairs: Mapping[str, np.ndarray], selections: Sequence[Selection],
-                *, min_facts: int, eps: float) -> tuple[dict[str, Any], dict[Any, Any]]:
-    """ISS per reading and KTS per distinct (pair, selection mask) of one layer."""
+                *, min_facts: int, eps: float, pool: PoolIdentity | None = None
+                ) -> tuple[dict[str, Any], dict[Any, Any]]:
+    """ISS per reading and KTS per distinct (pair, selection mask) of one layer.
+
+    ``pool``: KTS-ID ranks against the reference pool (:class:`PoolIdentity`), or None (the
+    spec's identification among the selection's own facts).
+    """
     has = design.has
     grams = BlockGrams(V, neg.blocks)  # one block per relation code, shared by ISS and KTS
     ps = pair_scores(V, has, neg, pairs, grams)
@@ -260,7 +266,8 @@ def score_layer(V: np.ndarray, design: Design, neg: Negatives, pairs: Sequence[t
                 continue
             i, j = pairs[p]
             shared = sel.mask & has[:, i] & has[:, j]
-            kts[(p, key)] = kts_pair(grams, i, j, shared, design.relations, min_facts=min_facts)
+            kts[(p, key)] = kts_pair(grams, i, j, shared, design.relations, min_facts=min_facts,
+                                     pool=pool)
     return iss, kts
 
 
@@ -280,6 +287,27 @@ def _whitening_info(wh: Whitening) -> dict[str, Any]:
 def _write_centroids(folder: Path, layer: int, V: np.ndarray, has: np.ndarray) -> None:
     with atomic_path(folder / layer_filename(layer), suffix=".npy") as tmp:
         np.save(tmp, V[has].astype(np.float16), allow_pickle=False)
+
+
+#: ``hidden_family_centroids/identity_{l:03d}.npy``: the pool identification of each fact
+IDENTITY_FILE = "identity_{layer:03d}.npy"
+
+
+def _write_identity(folder: Path, layer: int, ident: PoolIdentity,
+                    pairs: Sequence[tuple[int, int]]) -> None:
+    """``(F, P, 2)`` float32: each fact's symmetric top-1 rate against the pool and its chance.
+
+    Row order: the run's facts (``meta.json: identity.fact_ids``); pairs: ``pairs`` order
+    (``identity.pairs``). Chance is ``1 / candidates`` and 0 where the fact lacks a family of
+    the pair. The KTS bootstrap reads these instead of ranking among the run's facts.
+    """
+    arr = np.zeros((len(next(iter(ident.n_candidates.values()))), len(pairs), 2), np.float32)
+    for p, (t, u) in enumerate(pairs):
+        n = ident.n_candidates[(t, u)]
+        arr[:, p, 0] = ident.hits(t, u)
+        arr[:, p, 1] = np.where(n > 0, 1.0 / np.maximum(n, 1), 0.0)
+    with atomic_path(folder / IDENTITY_FILE.format(layer=layer), suffix=".npy") as tmp:
+        np.save(tmp, arr, allow_pickle=False)
 
 
 # ============================================================================ the run
@@ -370,11 +398,22 @@ def _process_layer(ctx: Context, layer: int, averaging: Any, tol: SanityToleranc
     J = None if ctx.jlens is None else ctx.jlens[layer]
     x = load_layer(ctx.store, layer, ctx.design)
     clock.lap("load")
-    q, res, wh = embed_run(ctx.reference, layer, x, ctx.design, J, m.whitening, m.eps)
+    ident = ident_raw = None
+    if ctx.reference is None:
+        q, res, wh = embed_run(None, layer, x, ctx.design, J, m.whitening, m.eps)
+    else:  # fitted on the pool; KTS-ID ranks among the pool's facts (module reference)
+        q, res, wh, (q_pool, xbar_pool) = ctx.reference.embed_with_pool(
+            layer, x, ctx.design, J, m.whitening, m.eps)
+        ident = ctx.reference.identity(q_pool, ctx.design, ctx.pairs, m.eps)
+        del q_pool
+        ident_raw = ctx.reference.identity(_transport_unit(xbar_pool, J, m.eps), ctx.design,
+                                           ctx.pairs, m.eps)
+        del xbar_pool
+        _write_identity(ctx.out_dir / CENTROIDS_DIR, layer, ident, ctx.pairs)
     clock.lap("transport_residualise_whiten")
     # the same residualised states, transported and normalised but not whitened (issue 27:
     # the figure beside the whitened one that no covariance fit can move)
-    unwhitened = _unwhitened_scores(ctx, x, J)
+    unwhitened = _unwhitened_scores(ctx, x, J, ident_raw)
     del x
     clock.lap("unwhitened")
     if layer == ctx.rep_layer and wh.design_determined:
@@ -387,7 +426,8 @@ def _process_layer(ctx: Context, layer: int, averaging: Any, tol: SanityToleranc
     _write_centroids(ctx.out_dir / CENTROIDS_DIR, layer, V, ctx.design.has)
     clock.lap("centroids")
     iss, kts = score_layer(V, ctx.design, ctx.neg, ctx.pairs, ctx.reading_pairs,
-                           ctx.selections, min_facts=m.kts_geo_min_facts, eps=m.eps)
+                           ctx.selections, min_facts=m.kts_geo_min_facts, eps=m.eps,
+                           pool=ident)
     clock.lap("iss_kts")
     from fks.metrics.internal.checks import (
         headline_scores,
@@ -410,15 +450,25 @@ def _process_layer(ctx: Context, layer: int, averaging: Any, tol: SanityToleranc
     return scores, sanity, ablation
 
 
-def _unwhitened_scores(ctx: Context, xbar: np.ndarray, J: np.ndarray | None) -> dict[str, Any]:
-    """Headline ISS (per fact) and KTS of residualised states ``xbar``, transported, unwhitened."""
+def _transport_unit(xbar: np.ndarray, J: np.ndarray | None, eps: float) -> np.ndarray:
+    """Residualised rows ``xbar`` transported (``z = J h``) and L2-normalised, not whitened."""
+    z = xbar if J is None else xbar @ np.asarray(J, dtype=xbar.dtype).T
+    return z / np.maximum(np.sqrt(np.einsum("ij,ij->i", z, z, dtype=np.float64)),
+                          eps).astype(z.dtype)[:, None]
+
+
+def _unwhitened_scores(ctx: Context, xbar: np.ndarray, J: np.ndarray | None,
+                       pool: PoolIdentity | None = None) -> dict[str, Any]:
+    """Headline ISS (per fact) and KTS of residualised states ``xbar``, transported, unwhitened.
+
+    ``pool``: the unwhitened pool identification (KTS-ID among the pool's facts), if any.
+    """
     from fks.metrics.internal.checks import headline_scores
 
     m = ctx.configs.metrics
-    z = xbar if J is None else xbar @ np.asarray(J, dtype=xbar.dtype).T
-    z = z / np.maximum(np.sqrt(np.einsum("ij,ij->i", z, z, dtype=np.float64)),
-                       m.eps).astype(z.dtype)[:, None]
-    return headline_scores(family_centroids(z, ctx.design, m.eps), ctx.design, ctx.neg, ctx)
+    z = _transport_unit(xbar, J, m.eps)
+    return headline_scores(family_centroids(z, ctx.design, m.eps), ctx.design, ctx.neg, ctx,
+                           pool=pool)
 
 
 class _Clock:

@@ -26,10 +26,17 @@ width), holds every main query of the run with the same fact, relation and famil
 only main-forward rows. Label-altering sanity fits (§18.3 shuffled families, §18.4 without
 relation means) alter the pool's labels the same way: the run's rows get the altered codes,
 the rest of the pool keeps its own (:meth:`Reference.embed`).
+
+**KTS-ID against the pool** (stop 33): the headline KTS identification and its unwhitened
+twin rank each run fact among the pool's facts of its relation
+(:class:`fks.metrics.internal.scores.PoolIdentity`, :meth:`Reference.identity`), so neither
+the chance ``1/n_r`` nor the per-relation clip depends on the run's size. Geo, ISS and the
+§18 checks (each compares a space with an altered copy of itself) stay on the run's facts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,11 +48,13 @@ from fks.configs import FAMILIES, WhiteningConfig
 from fks.errors import FksInputError
 from fks.hidden.store import HIDDEN_DIR, REFERENCE_DIR, STORE_DTYPE, HiddenStore
 from fks.metrics.internal.context import load_layer
+from fks.metrics.internal.scores import PoolIdentity
 from fks.metrics.internal.space import (
     Design,
     Residualizer,
     Whitening,
     embed,
+    family_centroids,
     fit_residualizer,
     fit_whitening,
     project_normalize,
@@ -68,6 +77,7 @@ class Reference:
         rel_map: ``(R_run,)`` the pool code of each run relation code.
         fam_map: ``(T_run,)`` the pool code of each run family code (``all_families``).
         row_map: ``(n_run,)`` the pool position of each run main query.
+        fact_map: ``(F_run,)`` the pool position of each run fact (-1: no main query).
         info: what the summaries record (path, rows, facts, benchmark checksum).
     """
 
@@ -76,6 +86,7 @@ class Reference:
     rel_map: np.ndarray
     fam_map: np.ndarray
     row_map: np.ndarray
+    fact_map: np.ndarray
     info: dict[str, Any]
 
     def embed(self, layer: int, x: np.ndarray, design: Design, J: np.ndarray | None,
@@ -88,6 +99,20 @@ class Reference:
         relation code for every row of the pool and the run (§18.4's relation-uncentred
         space). Returns what :func:`fks.metrics.internal.space.embed` returns, the
         residualiser indexed by the *run's* codes.
+        """
+        q, res, wh, _ = self.embed_with_pool(layer, x, design, J, cfg, eps,
+                                             flat_relations=flat_relations, keep_pool=False)
+        return q, res, wh
+
+    def embed_with_pool(self, layer: int, x: np.ndarray, design: Design, J: np.ndarray | None,
+                        cfg: WhiteningConfig, eps: float, *, flat_relations: bool = False,
+                        keep_pool: bool = True
+                        ) -> tuple[np.ndarray, Residualizer, Whitening,
+                                   tuple[np.ndarray, np.ndarray] | None]:
+        """:meth:`embed`, also returning the pool's own rows ``(q_pool, xbar_pool)``.
+
+        ``q_pool (n_pool, k)``: the pool's unit whitened rows; ``xbar_pool (n_pool, d)``: its
+        residualised rows (before transport). None unless ``keep_pool``.
         """
         pd = self.design
         R, T = len(pd.relations), len(pd.all_families)
@@ -102,12 +127,23 @@ class Reference:
         res.apply_(xr, rel, fam)
         wh = fit_whitening(xr, J, cfg, rank_bound=residual_rank(rel, fam, R, T),
                            rounding_var=rvar)
+        pool = (project_normalize(xr, wh, eps), xr) if keep_pool else None
         del xr
         run_rel = np.zeros(len(design.relations), np.int64) if flat_relations else self.rel_map
         run_res = Residualizer(mu=res.mu, mu_rel=res.mu_rel[run_rel],
                                mu_fam=res.mu_fam[self.fam_map])
         run_res.apply_(x, design.relation, design.family)
-        return project_normalize(x, wh, eps), run_res, wh
+        return project_normalize(x, wh, eps), run_res, wh, pool
+
+    def identity(self, q_pool: np.ndarray, design: Design, pairs: list[tuple[int, int]],
+                 eps: float) -> PoolIdentity:
+        """KTS-ID ranks of the run's facts among the pool's, from the pool's unit rows ``q_pool``.
+
+        ``design``: the run's design (its centroid families and pairs index the result).
+        """
+        pd = dataclasses.replace(self.design, families=design.families)
+        V = family_centroids(q_pool, pd, eps)
+        return PoolIdentity.from_pool(V, pd.has, pd.fact_relation, self.fact_map, pairs)
 
 
 def _pool_design(store: HiddenStore) -> Design:
@@ -200,7 +236,9 @@ def load_reference(run_dir: Path, store: HiddenStore, design: Design,
                     "queries (the parent benchmark), applied to the run's states"}
     log.info("reference pool %s: %d main queries of %d facts (the whitening is fitted there)",
              info["path"], pool.n, len(pool.fact_ids))
-    return Reference(ref, pool, rel_map, fam_map, row_map, info)
+    ppos = {f: i for i, f in enumerate(pool.fact_ids.tolist())}
+    fact_map = np.array([ppos.get(f, -1) for f in design.fact_ids.tolist()], dtype=np.int64)
+    return Reference(ref, pool, rel_map, fam_map, row_map, fact_map, info)
 
 
 def embed_run(reference: Reference | None, layer: int, x: np.ndarray, design: Design,

@@ -387,6 +387,10 @@ def assemble_outputs(ctx: Context, layers: Sequence[LayerScores], sanity: dict[s
         **common,
         **head_kts,
         "kts_undefined_reason": undefined,
+        "kts_id_candidates": "the reference pool's facts of the fact's relation having both "
+                             "families (issue 27)" if ctx.reference is not None else
+                             "the run's facts of the fact's relation in the selection "
+                             "having both families (spec §10)",
         "unwhitened": {"kts": unwhitened["kts"], "kts_id": unwhitened["kts_id"],
                        "kts_geo_raw_spearman": unwhitened["kts_geo_raw_spearman"],
                        "per_layer": unwhitened["kts_per_layer"], "rule": unwhitened["rule"]},
@@ -436,4 +440,11 @@ def _write_centroid_index(ctx: Context, layers: Sequence[LayerScores]) -> None:
                                                     for ls in layers},
         "space": "unit family centroids v_{f,t} after transport, residualisation, whitening "
                  "(spec §7.3-7.6); row order = index.jsonl",
+        "identity": None if ctx.reference is None else {
+            "files": "identity_{layer:03d}.npy", "shape": "(facts, pairs, 2)",
+            "fact_ids": [str(f) for f in d.fact_ids],
+            "pairs": [f"{d.families[i]}__{d.families[j]}" for i, j in ctx.pairs],
+            "rule": "[..., 0]: the fact's symmetric top-1 rate among the reference pool's "
+                    "facts of its relation having both families; [..., 1]: its chance "
+                    "1/candidates (0: the fact lacks a family of the pair)"},
     })

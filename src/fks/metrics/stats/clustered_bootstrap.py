@@ -413,6 +413,10 @@ class KtsSpace:
             absent cells are ignored).
         min_facts: relations with fewer shared facts are skipped (``kts_geo_min_facts``).
         eps: the composite's and the chance correction's guard.
+        identity: ``identity(layer) -> (F, P, 2)`` each fact's top-1 rate and chance for
+            each pair of :meth:`pairs`, ranked among the reference pool's facts of its
+            relation (:class:`fks.metrics.internal.scores.PoolIdentity`, issue 27); None: the
+            spec's identification among the space's own facts of the relation.
     """
 
     fact_ids: np.ndarray
@@ -422,6 +426,7 @@ class KtsSpace:
     load: Callable[[int], np.ndarray]
     min_facts: int = 5
     eps: float = 1e-12
+    identity: Callable[[int], np.ndarray] | None = None
 
     def pairs(self) -> list[tuple[int, int]]:
         """Family index pairs ``(i, j)``, ``i < j`` (§11.1)."""
@@ -435,9 +440,10 @@ class KtsSpace:
     def subset(self, keep: np.ndarray) -> KtsSpace:
         """Return the same space over the facts where ``keep (F,)`` holds."""
         idx = np.flatnonzero(keep)
-        load = self.load
+        load, ident = self.load, self.identity
         return KtsSpace(self.fact_ids[idx], self.families, self.layers, self.has[idx],
-                        lambda layer: load(layer)[idx], self.min_facts, self.eps)
+                        lambda layer: load(layer)[idx], self.min_facts, self.eps,
+                        None if ident is None else (lambda layer: ident(layer)[idx]))
 
 
 @dataclass(frozen=True)
@@ -476,11 +482,13 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 def _geometry(V: np.ndarray, has: np.ndarray, pairs: Sequence[tuple[int, int]],
-              min_facts: int) -> _Geometry:
+              min_facts: int, identity: np.ndarray | None = None) -> _Geometry:
     """Precompute one relation: ``V (n_r, T, k)`` centroids, ``has (n_r, T)``.
 
     A pair is eligible with at least ``min_facts`` shared facts (§9.1). Distances of absent
     cells are placeholders: those facts get zero weight in every pair that lacks them.
+    ``identity (n_r, P, 2)``: the facts' top-1 rates and chance against the reference pool
+    (:attr:`KtsSpace.identity`), used instead of ranking among the relation's facts.
     """
     V = _unit(V)
     iu, ju = np.triu_indices(len(V), k=1)
@@ -496,6 +504,14 @@ def _geometry(V: np.ndarray, has: np.ndarray, pairs: Sequence[tuple[int, int]],
                 orders[fam] = _order(dists[fam])
             if is_constant(dists[fam][both]):
                 constant.add(len(tables))
+        if identity is not None:
+            chance = identity[shared, p, 1]
+            if np.any(chance <= 0):
+                raise ValueError("a fact of the pair has no reference-pool chance: the "
+                                 "identity file does not match the centroids")
+            tables.append(_PairTables(p, a, b, shared, np.where(shared, identity[:, p, 0], 0.0),
+                                      float(np.mean(chance))))
+            continue
         sim = V[:, a] @ V[:, b].T  # sim[f, g] = cos(v_{f,a}, v_{g,b})
         own = np.diag(sim)
         inside = shared[:, None] & shared[None, :]
@@ -648,10 +664,12 @@ def _kts(space: KtsSpace, fact_relation: np.ndarray, draws: ClusterDraws | None,
     layers: Any = list(enumerate(space.layers))
     for li, layer in (progress(layers) if progress is not None else layers):
         V = np.asarray(space.load(layer))
+        ident = None if space.identity is None else np.asarray(space.identity(layer))
         table_g = np.full((B, K, P), np.nan)
         table_i = np.full((B, K, P), np.nan)
         for r, (_, mem) in enumerate(groups):
-            geom = _geometry(V[mem], space.has[mem], pairs, space.min_facts)
+            geom = _geometry(V[mem], space.has[mem], pairs, space.min_facts,
+                             None if ident is None else ident[mem])
             if not geom.pairs:
                 continue
             cols = [t.index for t in geom.pairs]

@@ -1,0 +1,78 @@
+"""Choose the SECOND fresh test set for judge validation (issue 26, release 4); reads benchmarks only.
+
+Usage: python choose_facts2.py [OUT_JSON]   (default /work/real/fresh2/choice.json)
+
+The first fresh set (`../fresh/choice.json`) took rank 1 (test) and rank 2 (dev) of every relation
+under the ranking and exclusions of `../fresh/choose_facts.py`. Its test split has been read for
+three releases of the reader rules, so from release 4 on it is tuning data, and this set is the
+new test split: rank 3 of every relation under exactly the same exclusions and ranking (the
+functions of `../fresh/choose_facts.py` are imported, not copied). It has no dev split; the dev
+data of release 4 is everything labelled before it (`../labels.jsonl` and both `../fresh` splits).
+Checked here: no chosen fact is a fact of `../fresh/choice.json`.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fresh"))
+import choose_facts as cf  # noqa: E402
+
+from fks.data.load import load_benchmark  # noqa: E402
+
+FIRST = Path(__file__).resolve().parent.parent / "fresh" / "choice.json"
+
+
+def choose():
+    bench = load_benchmark(cf.CURRENT)
+    order = {f.fact_id: i for i, f in enumerate(bench.facts)}
+    by_rel: dict[str, list] = collections.defaultdict(list)
+    for f in bench.facts:
+        by_rel[f.relation.relation_id].append(f)
+    e1 = {f.fact_id for fs in by_rel.values() for f in fs[:3]}
+    e2 = cf.limit_ids(bench, 300)
+    trip, info = cf.old_triples()
+    e3 = {f.fact_id for f in bench.facts if cf.triple(f) in trip}
+    excluded = e1 | e2 | e3
+    fams, langs = collections.defaultdict(set), collections.defaultdict(set)
+    for q in bench.queries:
+        if q.use_for_main_forward:
+            fams[q.fact_id].add(q.condition_family)
+            langs[q.fact_id].add(q.language)
+
+    def key(f):
+        return (not set(cf.MAIN_FAMILIES) <= fams[f.fact_id], -len(langs[f.fact_id]),
+                order[f.fact_id])
+
+    first = json.loads(FIRST.read_text(encoding="utf-8"))
+    used = set(first["test"]) | set(first["dev"])
+    test, detail = [], []
+    for rel, fs in by_rel.items():
+        ranked = sorted((f for f in fs if f.fact_id not in excluded), key=key)
+        assert {ranked[0].fact_id, ranked[1].fact_id} <= used, rel  # same ranking as ../fresh
+        f = ranked[2]
+        assert f.fact_id not in used
+        test.append(f.fact_id)
+        detail.append({"split": "test", "fact_id": f.fact_id, "relation": rel,
+                       "subject": f.subject.canonical, "object": f.object.canonical,
+                       "families": sorted(fams[f.fact_id]), "languages": sorted(langs[f.fact_id]),
+                       "rank_in_relation": order[f.fact_id] - order[fs[0].fact_id]})
+    stats = {"relations": len(by_rel), "excluded_total": len(excluded), **info}
+    return test, detail, stats
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/real/fresh2/choice.json")
+    test, detail, stats = choose()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rule = ("rank 3 of every relation under the exclusions and ranking of ../fresh/choose_facts.py "
+            "(ranks 1 and 2 are the first fresh set's test and dev facts)")
+    out.write_text(json.dumps({"test": test, "dev": [], "rule": rule, "current_build": cf.CURRENT,
+                               "stats": stats, "facts": detail}, ensure_ascii=False, indent=1)
+                   + "\n", encoding="utf-8")
+    for d in detail:
+        print(d["fact_id"], d["relation"], len(d["families"]), ",".join(d["languages"]))
+    print(json.dumps(stats))
