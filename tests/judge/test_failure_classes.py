@@ -306,3 +306,49 @@ def test_an_initialism_does_not_end_the_sentence(gaz):
                     mentions=("Paris F.C.",), lexicon=PLACES, gazetteer=gaz,
                     slot=frozenset("where is the headquarters of located in city".split()))
     assert (r.kind, r.key) == ("ANSWER", "ENTITY_Q64")
+
+
+@pytest.mark.parametrize("raw", [
+    '\n```\n{\n  "id": 1,\n  "name": "Alejandro",\n  "description',
+    '\n{\n  "response": {\n    "type": "application/json",\n    "data": {\n      "name',
+])
+def test_j15_a_json_key_cut_off_by_the_budget_is_no_answer(raw, gaz):
+    r = read_answer(raw, query="Which country is Paris located in?", mentions=("Paris",),
+                    lexicon=PLACES, gazetteer=gaz, slot=LOCATED)
+    assert r.kind == "UNPARSEABLE"
+
+
+def test_j15_a_json_answer_field_in_a_code_fence_is_still_read(gaz):
+    raw = '\n```json\n{\n  "answer": "Italy"\n}\n```'
+    r = read_answer(raw, query="Which country is Rome located in?", mentions=("Rome",),
+                    lexicon=PLACES, gazetteer=gaz, slot=LOCATED)
+    assert (r.kind, r.key) == ("ANSWER", "ENTITY_Q38")
+
+
+@pytest.mark.parametrize("raw", [
+    "\n\nExplanation:\n\nThe language of Le Monde is\n\nExplanation:\n\nThe language of Le Monde is"
+    "\n\nExplanation",
+    "\n\nThe answer is <strong>C</strong>\n\n<strong>Explanation:</strong>\n\nThe answer is "
+    "<strong>C</strong>\n\n<strong>Explanation",
+])
+def test_j15_a_header_cut_off_by_the_budget_is_no_answer(raw, gaz):
+    r = read_answer(raw, query="What is the original language of Le Monde?",
+                    mentions=("Le Monde",), lexicon=PLACES, gazetteer=gaz,
+                    slot=frozenset("what is the original language of".split()))
+    assert r.kind == "UNPARSEABLE"
+
+
+def test_j15_a_capitalised_continuation_of_the_subject_name_is_skipped(gaz):
+    raw = " The Boeing Company was founded in 1916 in Italy.\nAnswer: The Boeing Company"
+    r = read_answer(raw, query="Where was Boeing founded?", mentions=("Boeing",),
+                    lexicon=PLACES, gazetteer=gaz, slot=FOUNDED)
+    assert (r.kind, r.key, r.rule) == ("ANSWER", "ENTITY_Q38", "J11")
+
+
+def test_j12_a_decade_keeps_its_s_and_keys_on_its_year(gaz):
+    r = read_answer(" 1940s\nFill in the blank: ...", query="Paris was founded in ____.",
+                    mentions=("Paris",), lexicon=PLACES, gazetteer=gaz, slot=FOUNDED)
+    assert (r.kind, r.span, r.key) == ("ANSWER", "1940s", "SEMANTIC_1940")
+    r = read_answer(" 2018-01-22 12:22:12\nThe answer is", query="Paris was founded in",
+                    mentions=("Paris",), lexicon=PLACES, gazetteer=gaz, slot=FOUNDED)
+    assert (r.kind, r.span, r.key) == ("ANSWER", "2018", "SEMANTIC_2018")

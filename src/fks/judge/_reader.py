@@ -9,7 +9,7 @@ names (the *subject*), the relation's lexicon (every entity filling that slot an
 benchmark) and the gazetteer (every entity of the benchmark and of the packaged mParaRel
 gazetteer, all relations, six languages; :mod:`fks.judge._gazetteer`).
 
-Rules (J1-J14; every rule is general: none is keyed to an entity, fact or answer string):
+Rules (J1-J15; every rule is general: none is keyed to an entity, fact or answer string):
 
 * **J1 Empty.** An empty or blank continuation is ``UNPARSEABLE`` (no answer; never a cluster
   of its own).
@@ -93,6 +93,16 @@ Rules (J1-J14; every rule is general: none is keyed to an entity, fact or answer
   relation's templates (``born`` asked where someone died, ``died`` asked where someone was
   born; :func:`fks.judge._run.foreign_words`) fills that other slot: the sentence asserts
   nothing for ours (``Charlotte Corday was born in Philadelphia`` asked where she died).
+* **J15 Whole names and cut-off scaffolding** (stop 33). The core answer of an entity read
+  inside a sentence is the whole capitalised name its alias is written in (``manufactured by
+  the BMW Motor Group`` -> span ``BMW Motor Group``, key BMW; the guide reads such a name as a
+  variant); a full stop after an initialism (``F.C.``, ``U.S.``) ends no sentence; a header's
+  word alone on a later line (``Explanation:`` ... ``Explanation``) is that header cut off by
+  the budget; a JSON key cut off by the budget (``"description``) and a code fence (```json)
+  are no answer (:func:`fks.score.extract.strip_line`, shared with the scorer); J11 skips
+  capitalised words right after the subject's name, which continue it (``The Boeing Company
+  was founded in 1911 in the United States`` -> United States); J12 keeps a decade's ``s``
+  or ``年`` in the span (``1940s``, key 1940) and reads a date or timestamp as its year.
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
@@ -130,6 +140,9 @@ __all__ = ["Reading", "read_answer", "Kind", "subject_key"]
 Kind = Literal["ANSWER", "ABSTAIN", "MULTIPLE", "UNPARSEABLE"]
 
 _SENTENCE = re.compile(r"(?<=[.!])\s+|(?<=[。！])")
+#: J4: a header line (one or two words and a colon) of the raw continuation
+_HEADER_LINE = re.compile(r"(?m)^[ \t]*([^\W\d_]+(?:[ \t]+[^\W\d_]+)?)[ \t]*[:：][ \t]*$")
+_TAG = re.compile(r"</?[A-Za-z][^<>]{0,40}>|\*\*|__|`")
 #: a sentence piece ending with an initialism's full stop (``F.C.``, ``U.S.``, ``J.``)
 _INITIALISM_END = re.compile(r"(?:^|[\s(])(?:[A-Z]\.)+$")
 
@@ -577,8 +590,8 @@ def _name_around(alias: str, stripped: str, sentence: str) -> str:
 
 
 #: J12: a line that is only a year (or decade), a date or a timestamp
-_DATE_LINE = re.compile(r"^\s*((?:1[0-9]|20)\d{2})"
-                        r"(?:s|年|-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?\S*)?)?\s*\.?\s*$")
+_DATE_LINE = re.compile(r"^\s*(((?:1[0-9]|20)\d{2})(?:s|年)?)"
+                        r"(?:-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?\S*)?)?\s*\.?\s*$")
 _YEAR = re.compile(r"^\W*(?:in|en|im|в|于|在)?\s*(?:(?:the\s+)?year\s+|l'année\s+|el\s+año\s+|"
                    r"(?:dem\s+)?jahr\s+)?(\d{4})(?:s|er|年|-\d{2}(?:-\d{2})?)?(?!\d)")
 
@@ -631,11 +644,25 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
         return w in ctx.slot and (len(w) >= 4 or has_cjk(w))
 
     predicate = [w for w in before if pred(w)]
-    # walk the predicate after the subject: slot words and function words (not a name)
+    # walk the predicate after the subject: slot words and function words (not a name);
+    # capitalised words right after the subject continue its name ("The Boeing Company was
+    # founded in ..."): they are skipped
     rest = norm[b:]
     pos = 0
     ms = list(_WORD.finditer(rest))
+    written = {normalize(w): w for w in _WORD.findall(sentence)}
+    lead = 0
+    while lead < len(ms) and not has_cjk(ms[lead].group()) \
+            and ms[lead].group() not in _FUNCTION and ms[lead].group() not in ctx.slot \
+            and (written.get(ms[lead].group()) or "a")[:1].isupper() \
+            and rest[:ms[lead].start()].strip(" ") == " ".join(
+                m.group() for m in ms[:lead]):
+        lead += 1
+    if lead:
+        pos = ms[lead - 1].end()
     for i, m in enumerate(ms):
+        if i < lead:
+            continue
         w = m.group()
         if has_cjk(w) or not (w in ctx.slot or w in _FUNCTION):
             break
@@ -894,10 +921,14 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
         # "2018-01-22 12:22:12") is an answer of the wrong type, keyed on its year
         head = next((ln for ln in raw.splitlines() if ln.strip()), "")
         m = _DATE_LINE.match(strip_line(head) or "")
-        if m:
-            return Reading("ANSWER", m.group(1), f"SEMANTIC_{m.group(1)}", m.group(1), 0.5,
+        if m:  # the span keeps a decade's "s" or 年 (1940s); a date or timestamp its year
+            return Reading("ANSWER", m.group(1), f"SEMANTIC_{m.group(2)}", m.group(1), 0.5,
                            "J12")
     lines, letters = answer_lines(raw, numeric=numeric)
+    # J4: a header's word on a line of its own is the header cut off by the budget
+    # ("Explanation:" ... "Explanation"), never an answer
+    headers = {normalize(m.group(1)) for m in _HEADER_LINE.finditer(_TAG.sub("", raw))}
+    lines = [ln for ln in lines if normalize(ln) not in headers]
     found: list[Reading] = []
     # the first line continues the prompt's unfinished sentence when it starts on its line
     raw_lines = raw.lstrip(" \t").splitlines()

@@ -205,15 +205,21 @@ FUNCTION_WORDS = frozenset(
 
 _JSON_FIELD = re.compile(r'^[\s{\[,]*"([^"]{1,40})"\s*:\s*(.*?)[\s,}\]]*$')
 _JSON_ANSWER = re.compile(r"(?i)^(?:answer|r[ée]ponse|respuesta|antwort|ответ|答案)$")
+#: a JSON key cut off by the token budget (``  "description``), and a code fence (```json)
+_JSON_CUT = re.compile(r'^[\s{\[,]*"[^"]{1,40}$')
+_FENCE = re.compile(r"^\s*```\w*\s*$")
 
 
 def strip_line(line: str) -> str:
     """J2: HTML/markdown marks, bullets and answer cues off one line (repeatedly), cleaned.
 
     A JSON field (``{"answer": "Kabul"}``) gives its value when it is an answer field, and
-    nothing otherwise (``"id": 1``, ``"name": ...`` describe, they do not answer).
+    nothing otherwise (``"id": 1``, ``"name": ...`` describe, they do not answer); a key cut
+    off by the budget (``"description``) and a code fence (```json) are nothing too.
     """
     text = _TAG.sub("", line)
+    if _FENCE.match(line) or _JSON_CUT.match(text):
+        return ""
     field = _JSON_FIELD.match(text)
     if field is not None:
         text = field.group(2) if _JSON_ANSWER.match(field.group(1).strip()) else ""

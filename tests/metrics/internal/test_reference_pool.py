@@ -226,6 +226,6 @@ def test_pure_noise_kts_does_not_grow_on_a_slice_with_the_pool(tmp_path):
     shutil.copytree(full_run / "hidden", run / REFERENCE_DIR / "hidden")
     got = _kts(run, sub, tmp_path)["kts_id"]
     old = _among_the_run(run, sub)  # the same centroids, ranked among the slice's 8 facts
-    print(f"noise KTS-ID: full {want:.4f}, slice with the pool {got:.4f}, among the slice {old:.4f}")
+    print(f"noise KTS-ID: full {want:.4f}, slice {got:.4f}, among the slice {old:.4f}")
     assert abs(got - want) < 0.02
     assert old > got + 0.02
