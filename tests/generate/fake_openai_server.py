@@ -10,6 +10,8 @@ The reply depends on a marker in the prompt:
 * ``FAIL500``   -- always HTTP 500
 * ``FLAKY``     -- HTTP 500 on the first two requests for that prompt, then a normal answer
 * ``SLEEP``     -- sleeps ``--sleep`` seconds (past the client timeout), then answers
+* ``SLOT``      -- one slot, like llama-cpp-python's server: such requests are served one
+  at a time, each taking ``--slot-time`` seconds, also when its client has given up
 * ``BADJSON``   -- HTTP 200 with a body that is not JSON
 * ``NOCHOICES`` -- HTTP 200 with ``{"choices": []}``
 * ``BAD400``    -- HTTP 400
@@ -35,7 +37,9 @@ ATTEMPTS: Counter = Counter()
 REQUESTS: list[dict] = []
 AUTH: list[str | None] = []
 LOCK = threading.Lock()
+SLOT_LOCK = threading.Lock()
 SLEEP = 2.0
+SLOT_TIME = 0.2
 MODELS: list[str] = ["fake-model"]
 
 
@@ -110,6 +114,9 @@ class Handler(BaseHTTPRequestHandler):
         else:
             if "SLEEP" in prompt:
                 time.sleep(SLEEP)
+            if "SLOT" in prompt:
+                with SLOT_LOCK:
+                    time.sleep(SLOT_TIME)
             reply = answer(body)
             if "BADFIELD:" in prompt:
                 BAD_FIELDS[prompt.split("BADFIELD:", 1)[1].split()[0]](reply)
@@ -120,14 +127,16 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main() -> None:
-    global SLEEP, MODELS
+    global SLEEP, MODELS, SLOT_TIME
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--sleep", type=float, default=2.0)
+    ap.add_argument("--slot-time", type=float, default=0.2)
     ap.add_argument("--lifetime", type=float, default=120.0)
     ap.add_argument("--models", default="fake-model", help="comma-separated served model ids")
     args = ap.parse_args()
     SLEEP = args.sleep
+    SLOT_TIME = args.slot_time
     MODELS = [m for m in args.models.split(",") if m]
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True

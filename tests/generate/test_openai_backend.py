@@ -306,3 +306,31 @@ def test_a_stopped_run_resumes_once_the_server_is_back(server, tiny_benchmark_di
     assert summary.complete and summary.counts == {"ok": 28}
     gen = read_json(out / "evaluation_manifest.json")["stages"]["generate"]
     assert gen["status"] == "complete" and gen["stopped_early"] is None
+
+
+# ---------------------------------------------------- a one-slot server slower than the timeout
+def _one_slot(concurrency: int, *, adaptive: bool, monkeypatch) -> tuple[list, int]:
+    """16 prompts against a one-slot server (0.25 s each) under a 1 s timeout."""
+    from fks.generate.backends import openai as oa
+
+    if not adaptive:  # fks before stop 33: the number in flight never changes
+        monkeypatch.setattr(oa._InFlight, "timed_out", lambda self, epoch, timeout: None)
+    with running_fake_server("--slot-time", "0.25") as url:
+        b = _backend(url, timeout=1.0, max_retries=3, concurrency=concurrency)
+        outs = b.generate([f"q{i} SLOT" for i in range(16)], max_new_tokens=4)
+        limit = b._in_flight.limit
+        b.close()
+    return outs, limit
+
+
+def test_a_timeout_halves_the_requests_in_flight(monkeypatch, caplog):
+    outs, limit = _one_slot(8, adaptive=True, monkeypatch=monkeypatch)
+    assert [o.status for o in outs] == ["ok"] * 16
+    assert limit < 8  # 8 in flight x 0.25 s queue past the 1 s timeout; 4 or fewer do not
+    assert "sending at most" in caplog.text
+
+
+def test_without_the_limit_a_one_slot_server_times_out(monkeypatch):
+    outs, limit = _one_slot(8, adaptive=False, monkeypatch=monkeypatch)
+    assert limit == 8
+    assert sum(o.status == "timeout" for o in outs) >= 1

@@ -23,6 +23,16 @@ Failures are bounded and never drop a prompt:
 * after the last attempt the output has ``status`` ``timeout`` (the last failure was a timeout)
   or ``error``, and ``error`` gives the reason.
 
+A timeout halves the requests in flight (:class:`_InFlight`, down to one, for the rest of the
+run). A server with one slot (llama-cpp-python's) queues concurrent requests, so a request
+waits for every one ahead of it: once ``concurrency`` times the server's time per request
+passes ``timeout``, every request times out, and each retry joins the same queue. On Gemma 3
+270M, llama-cpp-python takes about 20 s per request with ``logprobs`` (it sorts the
+262,144-token vocabulary in Python for every generated token) and about 1 s without. So 8
+requests in flight under a 60 s timeout finished 0 of 128 queries in 9 minutes. With the
+limit, the backend settles at the concurrency the server can serve within the timeout and
+logs each step down.
+
 Greedy stays greedy: every request also carries :data:`NEUTRAL_PENALTIES`. Against
 llama-cpp-python's server on SmolLM2-135M-Instruct Q4_1 (first 32 demo queries), 19 of 32 answers
 equalled the HF backend's on the dequantized weights without them and 30 of 32 with them: its
@@ -49,6 +59,7 @@ import logging
 import math
 import os
 import random
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -73,6 +84,47 @@ NEUTRAL_PENALTIES: dict[str, float] = {"frequency_penalty": 0.0, "presence_penal
 
 #: the most seconds the preflight ``GET /v1/models`` waits (less when ``timeout`` is less)
 PREFLIGHT_TIMEOUT_S = 10.0
+
+
+class _InFlight:
+    """How many requests may be in flight: ``limit``, halved on a timeout (at least 1).
+
+    Requests sent together time out together, so a timeout lowers the limit only when the
+    request was sent under the current limit (its ``epoch``): one crowded moment halves it
+    once, and a second halving needs a timeout under the new limit.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.epoch = 0
+        self._active = 0
+        self._cond = threading.Condition()
+
+    def acquire(self) -> int:
+        """Wait for a free slot; return the epoch the request is sent in."""
+        with self._cond:
+            while self._active >= self.limit:
+                self._cond.wait()
+            self._active += 1
+            return self.epoch
+
+    def release(self) -> None:
+        """Free the slot."""
+        with self._cond:
+            self._active -= 1
+            self._cond.notify_all()
+
+    def timed_out(self, epoch: int, timeout: float) -> None:
+        """Halve the limit after a timeout of a request sent in ``epoch`` (logged)."""
+        with self._cond:
+            if epoch != self.epoch or self.limit <= 1:
+                return
+            self.limit //= 2
+            self.epoch += 1
+            log.warning("a request timed out after %g s: the server is slower than %d "
+                        "requests in flight allow; sending at most %d at a time from now "
+                        "(raise --timeout or lower --concurrency to choose)", timeout,
+                        self.limit * 2, self.limit)
 
 
 class _Retryable(Exception):
@@ -239,6 +291,7 @@ class OpenAICompletionsBackend:
         self.model = model_path
         self.generation = generation
         self.concurrency = concurrency
+        self._in_flight = _InFlight(concurrency)
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff = (backoff_base, backoff_max)
@@ -335,10 +388,13 @@ class OpenAICompletionsBackend:
         for attempt in range(self.max_retries + 1):
             if attempt:
                 time.sleep(backoff_delay(attempt - 1, rng, *self.backoff))
+            epoch = self._in_flight.acquire()
             try:
                 return self._attempt(payload)
             except _Retryable as exc:
                 last = exc
+                if exc.kind == "timeout":
+                    self._in_flight.timed_out(epoch, self.timeout)
                 log.debug("attempt %d failed: %s", attempt + 1, exc.reason)
             except _Fatal as exc:
                 return GenerationOutput(text="", status="error", error=str(exc))
@@ -346,6 +402,8 @@ class OpenAICompletionsBackend:
                 return GenerationOutput(text="", status="error",
                                         error=f"unexpected {type(exc).__name__}: "
                                               f"{str(exc)[:160]}")
+            finally:
+                self._in_flight.release()
         assert last is not None
         return GenerationOutput(
             text="", status="timeout" if last.kind == "timeout" else "error",
