@@ -1,6 +1,8 @@
 """Choose the SECOND fresh test set for judge validation (issue 26, release 4); reads benchmarks only.
 
-Usage: python choose_facts2.py [OUT_JSON]   (default /work/real/fresh2/choice.json)
+Usage: python choose_facts2.py [OUT_JSON] [RANK]
+(defaults /work/real/fresh2/choice.json and 3; stop 33 also wrote the third set, ``../fresh3``,
+with ``/work/real/fresh3/choice.json 4``: rank 4 of every relation, for release 5)
 
 The first fresh set (`../fresh/choice.json`) took rank 1 (test) and rank 2 (dev) of every relation
 under the ranking and exclusions of `../fresh/choose_facts.py`. Its test split has been read for
@@ -24,9 +26,10 @@ import choose_facts as cf  # noqa: E402
 from fks.data.load import load_benchmark  # noqa: E402
 
 FIRST = Path(__file__).resolve().parent.parent / "fresh" / "choice.json"
+SECOND = Path(__file__).resolve().parent / "choice.json"
 
 
-def choose():
+def choose(rank: int = 3):
     bench = load_benchmark(cf.CURRENT)
     order = {f.fact_id: i for i, f in enumerate(bench.facts)}
     by_rel: dict[str, list] = collections.defaultdict(list)
@@ -49,11 +52,14 @@ def choose():
 
     first = json.loads(FIRST.read_text(encoding="utf-8"))
     used = set(first["test"]) | set(first["dev"])
+    if rank > 3:  # the second set (rank 3) is used too
+        used |= set(json.loads(SECOND.read_text(encoding="utf-8"))["test"])
     test, detail = [], []
     for rel, fs in by_rel.items():
         ranked = sorted((f for f in fs if f.fact_id not in excluded), key=key)
-        assert {ranked[0].fact_id, ranked[1].fact_id} <= used, rel  # same ranking as ../fresh
-        f = ranked[2]
+        # the same ranking as the earlier sets: their facts are the ranks above this one
+        assert {f.fact_id for f in ranked[:rank - 1]} <= used, rel
+        f = ranked[rank - 1]
         assert f.fact_id not in used
         test.append(f.fact_id)
         detail.append({"split": "test", "fact_id": f.fact_id, "relation": rel,
@@ -66,10 +72,12 @@ def choose():
 
 if __name__ == "__main__":
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/real/fresh2/choice.json")
-    test, detail, stats = choose()
+    rank = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    test, detail, stats = choose(rank)
     out.parent.mkdir(parents=True, exist_ok=True)
-    rule = ("rank 3 of every relation under the exclusions and ranking of ../fresh/choose_facts.py "
-            "(ranks 1 and 2 are the first fresh set's test and dev facts)")
+    rule = (f"rank {rank} of every relation under the exclusions and ranking of "
+            "../fresh/choose_facts.py (ranks 1 and 2 are the first fresh set's test and dev "
+            "facts, rank 3 the second set's)")
     out.write_text(json.dumps({"test": test, "dev": [], "rule": rule, "current_build": cf.CURRENT,
                                "stats": stats, "facts": detail}, ensure_ascii=False, indent=1)
                    + "\n", encoding="utf-8")
