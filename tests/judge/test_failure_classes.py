@@ -352,3 +352,35 @@ def test_j12_a_decade_keeps_its_s_and_keys_on_its_year(gaz):
     r = read_answer(" 2018-01-22 12:22:12\nThe answer is", query="Paris was founded in",
                     mentions=("Paris",), lexicon=PLACES, gazetteer=gaz, slot=FOUNDED)
     assert (r.kind, r.span, r.key) == ("ANSWER", "2018", "SEMANTIC_2018")
+
+
+# -- release 5 (stop 33): dates only in an in/at blank; common-noun answers ----------------
+@pytest.mark.parametrize("query, kind", [
+    ("Clement XIV passed away at", "ANSWER"),
+    ("Coldplay was started in", "ANSWER"),
+    ("Le siège social de Chivas Regal est situé à", "ANSWER"),
+    ("Coldplay 成立于", "ANSWER"),
+    ("Azis, who has a citizenship of", "UNPARSEABLE"),
+    ("Cilla Black is represented by record label", "UNPARSEABLE"),
+    ("Eritrea pertenece al continente de", "UNPARSEABLE"),
+])
+def test_j12_a_timestamp_answers_only_an_in_at_blank(query, kind, gaz):
+    r = read_answer(" 2018-01-22 12:22:12\nThe answer is", query=query, mentions=("Coldplay",),
+                    lexicon=PLACES, gazetteer=gaz, slot=FOUNDED)
+    assert r.kind == kind
+    if kind == "ANSWER":
+        assert r.key == "SEMANTIC_2018"
+
+
+def test_j8_a_bare_common_noun_answers_where_the_relation_names_its_objects_so(gaz):
+    positions = EntityLexicon({"ENTITY_Q193592": ("midfielder", ["midfielder"]),
+                               "ENTITY_Q336286": ("defender", ["defender"])})
+    query = "Diego Fuser plays in the position of"
+    r = read_answer(" Defensive end.\n\nDiego Fuser is a", query=query,
+                    mentions=("Diego Fuser",), lexicon=positions, gazetteer=gaz,
+                    slot=frozenset("plays in the position of".split()))
+    assert (r.kind, r.key) == ("ANSWER", "SEMANTIC_defensive end")
+    # the same line is no name where the relation's objects are proper names
+    r = read_answer(" Defensive end.\n\nParis is a", query="Paris is located in",
+                    mentions=("Paris",), lexicon=PLACES, gazetteer=gaz, slot=LOCATED)
+    assert r.kind == "UNPARSEABLE"

@@ -169,6 +169,12 @@ class EntityLexicon:
         """Return the canonical label of entity ``key``."""
         return self._canonical[key]
 
+    @property
+    def common_nouns(self) -> bool:
+        """Whether most entities are named in lower case (``midfielder``, ``goaltender``)."""
+        names = list(self._canonical.values())
+        return bool(names) and 2 * sum(n[:1].islower() for n in names) > len(names)
+
     def aliases(self, key: str) -> tuple[str, ...]:
         """Return the normalised aliases of entity ``key`` (canonical first)."""
         return self._aliases[key]

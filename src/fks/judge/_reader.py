@@ -78,9 +78,11 @@ Rules (J1-J15; every rule is general: none is keyed to an entity, fact or answer
   capitalise every content word: ``the North of the country`` or a lower-case phrase in
   another script describes, it names nothing.
 * **J12 A date in an open blank.** When the query leaves its slot open (a cloze without final
-  punctuation, or a ``____`` blank) and the continuation's first line is only a year, a decade,
-  a date or a timestamp (``1970``, ``2018-01-22 12:22:12``), it is an answer of the wrong type,
-  keyed on its year (the guide's four-digit-year rule).
+  punctuation, or a ``____`` blank) after a preposition of place or time (``in``, ``at``,
+  ``on``, ``à``, ``en``, ``в``, ``于`` ...; stop 33: ``a citizenship of ____`` is no such
+  blank) and the continuation's first line is only a year, a decade, a date or a timestamp
+  (``1970``, ``2018-01-22 12:22:12``), it is an answer of the wrong type, keyed on its year
+  (the guide's four-digit-year rule).
 * **J13 A bare name is read whole** (issue 26). A bare line that is one longer name around a
   known alias -- every word capitalised or a number, nothing else on the line -- is that
   longer name (``Dodge 600``, ``Toyota Sprinter``, ``Motown Records``), looked up again as a
@@ -103,6 +105,10 @@ Rules (J1-J15; every rule is general: none is keyed to an entity, fact or answer
   capitalised words right after the subject's name, which continue it (``The Boeing Company
   was founded in 1911 in the United States`` -> United States); J12 keeps a decade's ``s``
   or ``年`` in the span (``1940s``, key 1940) and reads a date or timestamp as its year.
+* **Release 5 (stop 33).** J12 needs the blank to follow a preposition of place or time;
+  J8 takes a bare line of lower-case words as a string answer where the relation names its
+  objects in lower case (``Defensive end.`` asked a position:
+  :attr:`fks.judge.EntityLexicon.common_nouns`).
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
@@ -589,6 +595,25 @@ def _name_around(alias: str, stripped: str, sentence: str) -> str:
     return " ".join([*before, alias, *after])
 
 
+#: J12: the prepositions of place and time that open a blank a date can fill ("born in ____",
+#: "passed away at", "aired on", "situé à", "成立于"); six languages
+_IN_AT = frozenset("in at on into en à au aux dans sur a el im am auf bei в во на".split())
+
+
+def _blank_after_in_at(query: str) -> bool:
+    """J12: the query's blank (``____`` or its open end) follows an in/at/on preposition.
+
+    ``Azis has a citizenship of ____`` or ``is represented by record label`` leave no place or
+    time open: a timestamp there is the digits placeholder of J4, not a wrong-type answer.
+    """
+    head = query.split("____", 1)[0] if "____" in query else query
+    head = head.rstrip(" \t")
+    if head and is_cjk(head[-1]):
+        return head[-1] in "于在"
+    words = _tokens(normalize(head))
+    return bool(words) and words[-1] in _IN_AT
+
+
 #: J12: a line that is only a year (or decade), a date or a timestamp
 _DATE_LINE = re.compile(r"^\s*(((?:1[0-9]|20)\d{2})(?:s|年)?)"
                         r"(?:-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?\S*)?)?\s*\.?\s*$")
@@ -824,8 +849,10 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
     if not _looks_named(head, sentence):
         return None  # J8: "the country" is no name
     if len([w for w in _tokens(head) if w not in _FUNCTION]) >= 2 and \
-            not _all_capitalised(head, sentence):
-        return None  # J8: "North of the country", "рассвязь на этих элемент" describe
+            not _all_capitalised(head, sentence) and not (bare and ctx.lexicon.common_nouns):
+        return None  # J8: "North of the country", "рассвязь на этих элемент" describe; a
+        # bare line may be a common noun where the relation names its objects so ("Defensive
+        # end." asked a position)
     key = semantic_key(head)
     if len(key) < 3 or not has_content(key) or key[:1].isdigit() and not ctx.numeric:
         return None  # J8: "FC" alone is a fragment
@@ -916,7 +943,8 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
     if not raw.strip():
         return Reading("UNPARSEABLE", rule="J1")
     ctx = _Context(query, mentions, lexicon, gazetteer, numeric, slot, foreign)
-    if not numeric and ("____" in query or not query.rstrip().endswith(_CLOSED)):
+    if not numeric and ("____" in query or not query.rstrip().endswith(_CLOSED)) \
+            and _blank_after_in_at(query):
         # J12: a year, date or timestamp filling an open blank ("was created in" -> "1970",
         # "2018-01-22 12:22:12") is an answer of the wrong type, keyed on its year
         head = next((ln for ln in raw.splitlines() if ln.strip()), "")
