@@ -384,3 +384,28 @@ def test_j8_a_bare_common_noun_answers_where_the_relation_names_its_objects_so(g
     r = read_answer(" Defensive end.\n\nParis is a", query="Paris is located in",
                     mentions=("Paris",), lexicon=PLACES, gazetteer=gaz, slot=LOCATED)
     assert r.kind == "UNPARSEABLE"
+
+
+# -- release 6 (stop 33): a statement before a question; the first of "X, Y" ---------------
+def test_a_statement_before_a_question_on_its_line_is_read(gaz):
+    raw = " Marie Curie died in Paris. Where did Marie Curie die?\nAnswer: Marie"
+    r = read_answer(raw, query="Pierre Curie died in Berlin. Where did Marie Curie die?",
+                    mentions=("Marie Curie",), lexicon=PLACES, gazetteer=gaz, slot=DIED)
+    assert (r.kind, r.key) == ("ANSWER", "ENTITY_Q90")
+
+
+@pytest.mark.parametrize("raw, span", [
+    ("\nLyon is a small town in the state of Auvergne Rhodania, France.", "auvergne rhodania"),
+    ("\nLyon is a small town in the north of the province of Rhodania in France.", "rhodania"),
+])
+def test_j17_the_first_place_named_wins_over_its_qualifier(raw, span, gaz):
+    r = read_answer(raw, query="Which country is Lyon located in?", mentions=("Lyon",),
+                    lexicon=PLACES, gazetteer=gaz, slot=LOCATED)
+    assert r.kind == "ANSWER" and r.span == span and r.key != "ENTITY_Q142"
+
+
+def test_j17_a_lone_country_is_still_the_answer(gaz):
+    r = read_answer("\nLyon is a small town in the east of France. It is",
+                    query="Which country is Lyon located in?", mentions=("Lyon",),
+                    lexicon=PLACES, gazetteer=gaz, slot=LOCATED)
+    assert (r.kind, r.key) == ("ANSWER", "ENTITY_Q142")

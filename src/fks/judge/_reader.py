@@ -109,6 +109,13 @@ Rules (J1-J15; every rule is general: none is keyed to an entity, fact or answer
   J8 takes a bare line of lower-case words as a string answer where the relation names its
   objects in lower case (``Defensive end.`` asked a position:
   :attr:`fks.judge.EntityLexicon.common_nouns`).
+* **Release 6 (stop 33).** J3 keeps a statement written before a question on the same line
+  (``Diederik Korteweg died in Florence. Where did Diederik Korteweg die?`` reads Florence;
+  :func:`fks.score.extract.answer_lines`, shared with the scorer). J17 (the guide's R-first
+  and R-qualifier): in ``X, Y``, ``X in Y`` or ``X, in the county of Y``, the relation's
+  entity ``Y`` only qualifies the place ``X`` named first (``the state of Madhya Pradesh,
+  India`` asked a country reads Madhya Pradesh): ``X`` from the gazetteer, else its
+  capitalised words as a string answer.
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
@@ -558,6 +565,51 @@ def _entity(lex: EntityLexicon, key: str, stripped: str, sentence: str, rule: st
     return Reading("ANSWER", span, key, lex.canonical(key), 1.0, rule)
 
 
+def _qualified(span: str, stripped: str, sentence: str, ctx: _Context) -> Reading | None:
+    """J17: ``X, Y`` or ``X in Y``: the relation's entity ``Y`` only qualifies a named ``X``.
+
+    The guide's R-first and R-qualifier: in ``a small town in the state of Madhya Pradesh,
+    India`` the first place named is Madhya Pradesh, and India is its qualifier, even where
+    the relation's lexicon knows only India. ``X`` must be a gazetteer entity written as a
+    name, other than the subject and the query's own entities, ending right before ``, Y``,
+    `` in Y`` or ``, in the county of Y``; else the capitalised words there (a name the
+    gazetteer does not know, keyed as a string).
+    """
+    gaz = ctx.gazetteer
+    at = stripped.find(span)
+    if gaz is None or at <= 0:
+        return None
+    m = re.search(r"(?:,\s*(?:in\s+)?|\s+in\s+)(?:the\s+\w+\s+of\s+)?$", stripped[:at])
+    if m is None:
+        return None
+    end = m.start()
+    cands = [f for f in gaz.find_all(stripped, normalized=True)
+             if f[1] == end and _named_in(sentence, f[2], gaz)]
+    if not cands:  # a name the gazetteer does not know: the capitalised words before
+        written = {normalize(w): w for w in _WORD.findall(sentence)}
+        words: list[str] = []
+        for w in reversed(stripped[:end].split(" ")):
+            orig = written.get(w)
+            if not re.fullmatch(r"\w+", w) or w in _FUNCTION or w in _ARTICLES \
+                    or orig is None or not orig[:1].isupper():
+                break
+            words.insert(0, w)
+        if not words or has_cjk(span) or sentence.lower() == sentence:
+            return None
+        name = " ".join(words)
+        if ctx.is_fragment(words) or ctx.from_subject_name(words):
+            return None
+        return Reading("ANSWER", name, f"SEMANTIC_{semantic_key(name)}", name, 0.5, "J17")
+    a, b, alias = min(cands, key=lambda f: f[0])  # the longest name ending there
+    keys = gaz.keys_of(alias)
+    if not keys or ctx.in_query(gaz, min(keys, key=_qid_order)):
+        return None
+    key = min(keys, key=_qid_order)
+    if key in ctx.lexicon.keys_of(span):
+        return None
+    return Reading("ANSWER", alias, key, gaz.canonical(key), 1.0, "J17")
+
+
 def _name_around(alias: str, stripped: str, sentence: str) -> str:
     """J15: the core answer is the whole capitalised name the alias is written in.
 
@@ -714,7 +766,12 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
                          _first_named(filler, sentence, ctx.gazetteer)) if f is not None]
     year = _YEAR.match(filler)
     if first:  # a named entity fills the slot even after a year adjunct ("in 1961 in X")
-        _, key, lex = min(first, key=lambda f: f[0])
+        pos, key, lex = min(first, key=lambda f: f[0])
+        if lex is ctx.lexicon:  # J17: the relation's entity may only qualify a name before it
+            alias = next(m[2] for m in lex.find_all(filler, normalized=True) if m[0] == pos)
+            qualified = _qualified(alias, filler, sentence, ctx)
+            if qualified is not None:
+                return qualified
         return _entity(lex, key, filler, sentence, "J11")
     if year is not None:
         # "founded in 1961 in the United States": a name after the year adjunct fills the slot
@@ -801,6 +858,9 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
             whole = _whole_name(stripped, span, sentence, ctx) if bare else None
             if whole is not None:
                 return whole
+            first = _qualified(span, stripped, sentence, ctx)
+            if first is not None:
+                return first
             return _entity(ctx.lexicon, res.key, stripped, sentence, "J6")
     elif res.kind == "conflict":
         first = min(ctx.lexicon.find_all(stripped, normalized=True), default=None)

@@ -210,6 +210,10 @@ _JSON_CUT = re.compile(r'^[\s{\[,]*"[^"]{1,40}$')
 _FENCE = re.compile(r"^\s*```\w*\s*$")
 
 
+#: the last sentence of a line when it is a question (after a full stop and a space)
+_LAST_QUESTION = re.compile(r"(?<=[.!。！])\s*[^.!?。！？]*[?？]\s*$")
+
+
 def strip_line(line: str) -> str:
     """J2: HTML/markdown marks, bullets and answer cues off one line (repeatedly), cleaned.
 
@@ -295,6 +299,12 @@ def _answer_lines(raw: str, numeric: bool) -> tuple[tuple[str, ...], frozenset[s
         if not has_content(text):
             cue_before = cue_before or cued
             continue
+        if text.endswith(("?", "？")) and not _QUESTION_START.match(text):
+            # a statement before the question on the same line is kept ("Diederik Korteweg
+            # died in Florence. Where did Diederik Korteweg die?"); the question itself is not
+            head = _LAST_QUESTION.sub("", text)
+            if head != text and has_content(head):
+                text = head
         if text.endswith(("?", "？")) or _QUESTION_START.match(text):
             if kept:
                 break
