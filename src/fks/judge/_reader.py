@@ -482,6 +482,16 @@ def _looks_named(head: str, sentence: str) -> bool:
     return any(w[:1].isupper() and normalize(w) in wanted for w in _WORD.findall(sentence))
 
 
+@lru_cache(maxsize=65536)
+def _written(sentence: str) -> dict[str, str]:
+    """Each normalised word of ``sentence`` -> the word as written (its last occurrence).
+
+    Shared by the rules that ask whether a word is written with a capital (J8, J11, J15, J17).
+    Read-only: callers must not modify it (it is memoised).
+    """
+    return {normalize(w): w for w in _WORD.findall(sentence)}
+
+
 def _all_capitalised(head: str, sentence: str) -> bool:
     """J8/J11: every content word of ``head`` is written with a capital in ``sentence``.
 
@@ -491,7 +501,7 @@ def _all_capitalised(head: str, sentence: str) -> bool:
     """
     if has_cjk(head) or sentence.lower() == sentence or sentence.upper() == sentence:
         return True
-    written = {normalize(w): w for w in _WORD.findall(sentence)}
+    written = _written(sentence)
     for w in _tokens(normalize(head)):
         if w in _FUNCTION or w in _ARTICLES:
             continue
@@ -586,7 +596,7 @@ def _qualified(span: str, stripped: str, sentence: str, ctx: _Context) -> Readin
     cands = [f for f in gaz.find_all(stripped, normalized=True)
              if f[1] == end and _named_in(sentence, f[2], gaz)]
     if not cands:  # a name the gazetteer does not know: the capitalised words before
-        written = {normalize(w): w for w in _WORD.findall(sentence)}
+        written = _written(sentence)
         words: list[str] = []
         for w in reversed(stripped[:end].split(" ")):
             orig = written.get(w)
@@ -623,7 +633,7 @@ def _name_around(alias: str, stripped: str, sentence: str) -> str:
     at = stripped.find(alias)
     if at < 0 or has_cjk(alias) or sentence.lower() == sentence or sentence.upper() == sentence:
         return alias
-    written = {normalize(w): w for w in _WORD.findall(sentence)}
+    written = _written(sentence)
 
     def name_word(w: str) -> bool:
         orig = written.get(w)
@@ -727,7 +737,7 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
     rest = norm[b:]
     pos = 0
     ms = list(_WORD.finditer(rest))
-    written = {normalize(w): w for w in _WORD.findall(sentence)}
+    written = _written(sentence)
     lead = 0
     while lead < len(ms) and not has_cjk(ms[lead].group()) \
             and ms[lead].group() not in _FUNCTION and ms[lead].group() not in ctx.slot \

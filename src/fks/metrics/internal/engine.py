@@ -294,14 +294,14 @@ IDENTITY_FILE = "identity_{layer:03d}.npy"
 
 
 def _write_identity(folder: Path, layer: int, ident: PoolIdentity,
-                    pairs: Sequence[tuple[int, int]]) -> None:
+                    pairs: Sequence[tuple[int, int]], n_facts: int) -> None:
     """``(F, P, 2)`` float32: each fact's symmetric top-1 rate against the pool and its chance.
 
     Row order: the run's facts (``meta.json: identity.fact_ids``); pairs: ``pairs`` order
     (``identity.pairs``). Chance is ``1 / candidates`` and 0 where the fact lacks a family of
     the pair. The KTS bootstrap reads these instead of ranking among the run's facts.
     """
-    arr = np.zeros((len(next(iter(ident.n_candidates.values()))), len(pairs), 2), np.float32)
+    arr = np.zeros((n_facts, len(pairs), 2), np.float32)
     for p, (t, u) in enumerate(pairs):
         n = ident.n_candidates[(t, u)]
         arr[:, p, 0] = ident.hits(t, u)
@@ -409,7 +409,8 @@ def _process_layer(ctx: Context, layer: int, averaging: Any, tol: SanityToleranc
         ident_raw = ctx.reference.identity(_transport_unit(xbar_pool, J, m.eps), ctx.design,
                                            ctx.pairs, m.eps)
         del xbar_pool
-        _write_identity(ctx.out_dir / CENTROIDS_DIR, layer, ident, ctx.pairs)
+        _write_identity(ctx.out_dir / CENTROIDS_DIR, layer, ident, ctx.pairs,
+                        len(ctx.design.fact_ids))
     clock.lap("transport_residualise_whiten")
     # the same residualised states, transported and normalised but not whitened (issue 27:
     # the figure beside the whitened one that no covariance fit can move)

@@ -240,7 +240,12 @@ def _identity(S: np.ndarray) -> dict[str, float]:
     top1_ba = float(np.mean(np.argmax(S, axis=0) == gold))
     rank_ab = 1 + (S > diag[:, None]).sum(axis=1)
     rank_ba = 1 + (S > diag[None, :]).sum(axis=0)
-    chance = 1.0 / n
+    return _identity_terms(top1_ab, top1_ba, rank_ab, rank_ba, 1.0 / n)
+
+
+def _identity_terms(top1_ab: float, top1_ba: float, rank_ab: np.ndarray, rank_ba: np.ndarray,
+                    chance: float) -> dict[str, float]:
+    """Return the §10 identity terms from both directions' top-1 rates and gold ranks."""
     top1 = 0.5 * (top1_ab + top1_ba)
     adj = (top1 - chance) / max(1.0 - chance, 1e-12)
     return {
@@ -314,17 +319,9 @@ class PoolIdentity:
         n = self.n_candidates[(t, u)][facts]
         if not len(facts) or np.any(n == 0):
             raise ValueError("a run fact of the pair has no pool candidates (pool mismatch)")
-        top1_ab, top1_ba = float(np.mean(ra == 1)), float(np.mean(rb == 1))
-        chance = float(np.mean(1.0 / n))
-        top1 = 0.5 * (top1_ab + top1_ba)
-        adj = (top1 - chance) / max(1.0 - chance, 1e-12)
-        return {
-            "top1_ab": top1_ab, "top1_ba": top1_ba, "top1": top1,
-            "top5": float(0.5 * (np.mean(ra <= 5) + np.mean(rb <= 5))),
-            "mrr": float(0.5 * (np.mean(1.0 / ra) + np.mean(1.0 / rb))),
-            "chance": chance, "id_adjusted": float(adj), "id": float(np.clip(adj, 0.0, 1.0)),
-            "n_candidates": int(n.max()),
-        }
+        return {**_identity_terms(float(np.mean(ra == 1)), float(np.mean(rb == 1)), ra, rb,
+                                  float(np.mean(1.0 / n))),
+                "n_candidates": int(n.max())}
 
 
 def kts_pair(grams: BlockGrams, t: int, u: int, shared: np.ndarray,
