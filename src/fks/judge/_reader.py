@@ -9,7 +9,7 @@ names (the *subject*), the relation's lexicon (every entity filling that slot an
 benchmark) and the gazetteer (every entity of the benchmark and of the packaged mParaRel
 gazetteer, all relations, six languages; :mod:`fks.judge._gazetteer`).
 
-Rules (J1-J15; every rule is general: none is keyed to an entity, fact or answer string):
+Rules (J1-J24; every rule is general: none is keyed to an entity, fact or answer string):
 
 * **J1 Empty.** An empty or blank continuation is ``UNPARSEABLE`` (no answer; never a cluster
   of its own).
@@ -116,6 +116,29 @@ Rules (J1-J15; every rule is general: none is keyed to an entity, fact or answer
   entity ``Y`` only qualifies the place ``X`` named first (``the state of Madhya Pradesh,
   India`` asked a country reads Madhya Pradesh): ``X`` from the gazetteer, else its
   capitalised words as a string answer.
+* **Release 7 (stop 34).** J18: a line that stops inside a sentence (three or more words, a
+  lower-case last word, no closing punctuation) and the line after it are one sentence (``…is
+  to identify the\nproblem.`` has no bare answer ``problem``; ``in the\nBulgarian capital,
+  Sofia.`` reads Sofia), unless the next line opens with scaffolding or restarts the line (a
+  loop); an article and the subject on the budget's cut-off last line (``Der CarPlay``) start
+  a sentence, they are no subject answer. J19 (the guide's "answer to another question"):
+  from a line answering a quoted question the model posed itself (``The answer to the
+  question "What is the capital of France?" is: Paris``) nothing counts, unless the quoted
+  question names our subject. J20: a gazetteer name written as an adjective after a
+  determiner (``a Swedish doctor``, ``the Bulgarian capital``, ``a German-born physician``)
+  or only inside a longer name names no entity; the relation's own entities are exempt
+  (``a Muslim philosopher`` asked a religion). J21: a sentence that opens with another known
+  name (and perhaps its class noun), a copula and an indefinite article (``The Italian
+  language is a Romance language``) and never names our subject defines that entity: the
+  rest of its line speaks of it. J22: a sentence opening with ``the`` and one lower-case noun
+  that is no slot word, then a slot word (``The band was founded in 1997 in Adelaide``),
+  speaks of the subject by its class noun (J11). J23 (the guide: different entities get
+  different keys even if one contains the other's name): a whole capitalised name longer
+  than the alias it holds (``the French Revolution``, ``Boeing Commercial Airplanes``) is
+  that name -- the entity the lexicon or gazetteer knows by it, else a string answer --
+  unless its extra words are an organisation's legal form or trade (``BMW Motor Group``,
+  ``Blue Moon Records``: J15's variant). J24: a bare line that is the last words of the
+  subject's name and names no known entity (``Martin`` for George Martin) is the subject.
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
@@ -221,7 +244,8 @@ def clear_caches() -> None:
     keep rescanning in whatever the process does next (e.g. the behavioural metrics).
     """
     for fn in (normalize, _token_tuple, _query_parts, _mention_parts, _anaphor_pattern,
-               _deaccent, _written_capitalised, _name_pattern):
+               _deaccent, _written_capitalised, _name_pattern, _written, _capitalised_words,
+               _adjective_pattern, _adjectival):
         fn.cache_clear()
     clear_line_cache()
 
@@ -374,6 +398,13 @@ class _Context:
                 if any(n == w or (len(w) >= 3 and n.startswith(w)) for n in self._name_words)]
         return bool(content) and 2 * len(hits) > len(content)
 
+    def is_name_tail(self, words: list[str]) -> bool:
+        """J24: ``words`` are the last words of one of the subject's names (a surname)."""
+        n = len(words)
+        return n > 0 and all(len(w) >= 3 or has_cjk(w) for w in words) and any(
+            len(t) > n and list(t[-n:]) == words
+            for t in (_token_tuple(a) for a in self._mention_aliases))
+
     def is_fragment(self, words: list[str]) -> bool:
         """J8: words that are all the query's own, or starts of them (a cut-off echo)."""
         return all(w in _FUNCTION or any(q.startswith(w) for q in self.query_words)
@@ -391,7 +422,8 @@ class _Context:
         found = sorted(gaz.find_all(text), key=lambda m: (m[0] - m[1], m[0]))
         kept: list[tuple[int, int, str]] = []
         for m in found:
-            if all(m[1] <= k[0] or m[0] >= k[1] for k in kept) and _named_in(sentence, m[2], gaz):
+            if all(m[1] <= k[0] or m[0] >= k[1] for k in kept) and _named_in(sentence, m[2], gaz) \
+                    and (self.lexicon.keys_of(m[2]) or not _adjectival(sentence, m[2])):
                 kept.append(m)
         if not kept:
             return None
@@ -492,6 +524,12 @@ def _written(sentence: str) -> dict[str, str]:
     return {normalize(w): w for w in _WORD.findall(sentence)}
 
 
+@lru_cache(maxsize=65536)
+def _capitalised_words(sentence: str) -> frozenset[str]:
+    """J15: the normalised words ``sentence`` writes with a capital at least once."""
+    return frozenset(normalize(w) for w in _WORD.findall(sentence) if w[:1].isupper())
+
+
 def _all_capitalised(head: str, sentence: str) -> bool:
     """J8/J11: every content word of ``head`` is written with a capital in ``sentence``.
 
@@ -508,6 +546,47 @@ def _all_capitalised(head: str, sentence: str) -> bool:
         orig = written.get(w)
         if orig is None or not orig[:1].isupper():
             return False
+    return True
+
+
+_DETERMINERS = r"(?:a|an|the|der|die|das|ein|eine|einen|le|la|les|un|une|el|los|las|uno|una)"
+
+
+@lru_cache(maxsize=1 << 16)
+def _adjective_pattern(alias: str) -> re.Pattern[str]:
+    """J20: ``alias`` after a determiner (up to two words between), with what follows it."""
+    return re.compile(r"(?<!\w)" + _DETERMINERS + r"\s+(?:[\w-]+\s+){0,2}?(" + re.escape(alias)
+                      + r")(?!\w)(-\w+|(?:-\w+)?\s+\w+)?", re.IGNORECASE)
+
+
+@lru_cache(maxsize=1 << 17)
+def _adjectival(sentence: str, alias: str) -> bool:
+    """J20: ``sentence`` writes ``alias`` only as an adjective (or inside a longer name).
+
+    An adjective: a capitalised name after a determiner, before a lower-case word or a
+    lower-case hyphen suffix (``a Swedish doctor``, ``the Bulgarian capital``, ``a
+    German-born physician``). Such a name describes; it names no entity for the slot (the
+    guide's descriptions). An occurrence followed by another capitalised word is part of a
+    longer name (``the Swedish Medical Association``) and does not name the entity either.
+    At least one occurrence must be an adjective.
+    """
+    text = _deaccent(sentence)
+    adjectives: set[int] = set()
+    for m in _adjective_pattern(alias).finditer(text):
+        nxt = (m.group(2) or "").lstrip("-").split()
+        word = nxt[-1] if nxt else ""
+        hyphen = (m.group(2) or "").startswith("-") and len(nxt) == 1
+        if m.group(1)[:1].isupper() and word[:1].islower() \
+                and (hyphen or normalize(word) not in _FUNCTION):
+            adjectives.add(m.start(1))
+    if not adjectives:
+        return False
+    for m in _name_pattern(alias).finditer(text):
+        if not m.group()[:1].isupper() or m.start() in adjectives:
+            continue
+        after = text[m.end():].lstrip(" -")
+        if not after[:1].isupper():
+            return False  # named as itself somewhere
     return True
 
 
@@ -569,9 +648,37 @@ def subject_key(text: str, mentions: tuple[str, ...], lexicon: EntityLexicon,
     return f"SEMANTIC_{semantic_key(name)}", name, name
 
 
-def _entity(lex: EntityLexicon, key: str, stripped: str, sentence: str, rule: str) -> Reading:
+#: J23: the words that make a longer name a variant of the organisation it contains
+#: (``BMW Motor Group``, ``Blue Moon Records``, ``Boeing Company``): legal forms and trades
+ORG_SUFFIXES = frozenset("""group inc incorporated corporation corp company co ltd limited plc llc
+    ag gmbh sa spa se nv bv kg ab oy records recordings music entertainment motor motors
+    automobiles studios studio pictures films media broadcasting publishing holdings
+    industries international technologies systems software games airlines airways""".split())
+
+
+def _entity(lex: EntityLexicon, key: str, stripped: str, sentence: str, rule: str,
+            ctx: _Context | None = None) -> Reading:
+    """Read the answer ``key`` as written (J15), or J23's longer name when it is another entity.
+
+    J23 (the guide: different entities get different keys even if one contains the other's
+    name): a whole capitalised name longer than the alias (``the French Revolution``, ``the
+    Swedish Medical Association``) is that name, looked up whole in the relation's lexicon and
+    the gazetteer, else a string answer -- unless its extra words are an organisation's legal
+    form or trade (:data:`ORG_SUFFIXES`), which make a variant of the same entity.
+    """
     alias = lex.alias_in(stripped, key)
     span = _name_around(alias, stripped, sentence) if alias else clean(sentence)
+    if ctx is not None and alias and span != alias:
+        extra = _tokens(span.replace(alias, " ", 1))
+        if extra and not all(w in ORG_SUFFIXES for w in extra):
+            for other in (ctx.lexicon, ctx.gazetteer):
+                keys = other.keys_of(span) if other is not None else frozenset()
+                if len(keys) == 1:
+                    k = next(iter(keys))
+                    return Reading("ANSWER", span, k, other.canonical(k), 1.0, "J23")  # type: ignore[union-attr]
+            caps = {normalize(w): w for w in _WORD.findall(sentence) if w[:1].isupper()}
+            shown = " ".join(caps.get(w, w) for w in span.split())
+            return Reading("ANSWER", shown, f"SEMANTIC_{semantic_key(span)}", shown, 0.5, "J23")
     return Reading("ANSWER", span, key, lex.canonical(key), 1.0, rule)
 
 
@@ -633,12 +740,11 @@ def _name_around(alias: str, stripped: str, sentence: str) -> str:
     at = stripped.find(alias)
     if at < 0 or has_cjk(alias) or sentence.lower() == sentence or sentence.upper() == sentence:
         return alias
-    written = _written(sentence)
+    capitalised = _capitalised_words(sentence)
 
     def name_word(w: str) -> bool:
-        orig = written.get(w)
-        return (w not in _FUNCTION and w not in _ARTICLES and orig is not None
-                and orig[:1].isupper() and not w.isdigit())
+        return (w not in _FUNCTION and w not in _ARTICLES and w in capitalised
+                and not w.isdigit())
 
     before: list[str] = []
     head = stripped[:at]
@@ -683,8 +789,16 @@ _YEAR = re.compile(r"^\W*(?:in|en|im|в|于|在)?\s*(?:(?:the\s+)?year\s+|l'ann�
                    r"(?:dem\s+)?jahr\s+)?(\d{4})(?:s|er|年|-\d{2}(?:-\d{2})?)?(?!\d)")
 
 
-def _subject_spans(norm: str, ctx: _Context) -> list[tuple[int, int]]:
-    """J11: the non-overlapping spans of the subject's names (and anaphors) in ``norm``."""
+_CLASS_NOUN = re.compile(r"^\W*(?:the|le|la|el|der|die|das)\s+(\w+)\s+(\w+)")
+
+
+def _subject_spans(norm: str, ctx: _Context, sentence: str = "") -> list[tuple[int, int]]:
+    """J11: the non-overlapping spans of the subject's names (and anaphors) in ``norm``.
+
+    J22: with no name, pronoun or anaphor, a sentence opening with a definite article and one
+    lower-case noun that is not a slot word, then a slot word (``The band was founded in``),
+    speaks of the subject by its class noun.
+    """
     found: list[tuple[int, int]] = []
     for alias in ctx._mention_aliases:  # longest first
         for m in _name_pattern(alias).finditer(norm):
@@ -697,18 +811,29 @@ def _subject_spans(norm: str, ctx: _Context) -> list[tuple[int, int]]:
         for m in _anaphor_pattern(ctx._heads).finditer(norm):
             if all(m.end() <= a or m.start() >= b for a, b in found):
                 found.append(m.span())
+    if not found and sentence:
+        m = _CLASS_NOUN.match(norm)
+        if m and m.group(1) not in ctx.slot and m.group(1) not in _FUNCTION \
+                and not has_cjk(m.group(1)) and m.group(2) in ctx.slot \
+                and (_written(sentence).get(m.group(1)) or "A")[:1].islower():
+            found.append(m.span(1))
     return sorted(found)
 
 
-def _first_named(text: str, sentence: str, lex: EntityLexicon | None
+def _first_named(text: str, sentence: str, lex: EntityLexicon | None, adjectives: bool = False
                  ) -> tuple[int, str, EntityLexicon] | None:
-    """J11: ``(position, key, lexicon)`` of the first entity ``text`` names as a name."""
+    """J11: ``(position, key, lexicon)`` of the first entity ``text`` names as a name.
+
+    ``adjectives``: skip names used as adjectives (J20; for the gazetteer, whose entities are
+    not the relation's own).
+    """
     if lex is None:
         return None
     for a, _, alias in sorted(lex.find_all(text, normalized=True),
                               key=lambda m: (m[0], m[0] - m[1])):
         keys = lex.keys_of(alias)
-        if keys and _named_in(sentence, alias, lex):
+        if keys and _named_in(sentence, alias, lex) and not (adjectives and
+                                                             _adjectival(sentence, alias)):
             return a, min(keys, key=_qid_order), lex
     return None
 
@@ -718,7 +843,7 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
     if not ctx.slot:
         return None
     norm = normalize(sentence)
-    spans = _subject_spans(norm, ctx)
+    spans = _subject_spans(norm, ctx, sentence)
     if not spans:
         return None
     a, b = spans[0]
@@ -773,7 +898,8 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
     if n_again and all(w in _ARTICLES or w in _FUNCTION for w in _tokens(masked)):
         return _subject_answer(sentence, ctx)  # J5: the subject fills its own slot
     first = [f for f in (_first_named(filler, sentence, ctx.lexicon),
-                         _first_named(filler, sentence, ctx.gazetteer)) if f is not None]
+                         _first_named(filler, sentence, ctx.gazetteer, adjectives=True))
+             if f is not None]
     year = _YEAR.match(filler)
     if first:  # a named entity fills the slot even after a year adjunct ("in 1961 in X")
         pos, key, lex = min(first, key=lambda f: f[0])
@@ -782,7 +908,7 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
             qualified = _qualified(alias, filler, sentence, ctx)
             if qualified is not None:
                 return qualified
-        return _entity(lex, key, filler, sentence, "J11")
+        return _entity(lex, key, filler, sentence, "J11", ctx)
     if year is not None:
         # "founded in 1961 in the United States": a name after the year adjunct fills the slot
         after = re.match(r"\W*(?:in|at|en|à|au|im|in der|в)\s+(?:the\s+|la\s+|le\s+|l')?(.+)$",
@@ -851,6 +977,14 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
         # entity that is the whole line ("Airbus" for Airbus A320) stays that entity below
         whole = ctx.lexicon.resolve(stripped)
         span = ctx.lexicon.alias_in(stripped, whole.key) if whole.key else None
+        if span is None and bare and ctx.is_name_tail(content) and (
+                ctx.gazetteer is None or not ctx.gazetteer.find_all(stripped, normalized=True)):
+            # J24: the last words of the subject's name alone ("Martin" for George Martin,
+            # a surname) name the subject, when they name no known entity of their own
+            full = max((m for m in ctx.mentions if m.strip()), key=len)
+            key, canonical, _ = subject_key(full, ctx.mentions, ctx.lexicon, ctx.gazetteer)
+            return Reading("ANSWER", clean(sentence), key, canonical,
+                           1.0 if key.startswith("ENTITY_") else 0.5, "J24")
         if span is None or [w for w in _tokens(stripped.replace(span, " "))
                             if w not in _FUNCTION]:
             key = semantic_key(sentence)
@@ -871,7 +1005,7 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
             first = _qualified(span, stripped, sentence, ctx)
             if first is not None:
                 return first
-            return _entity(ctx.lexicon, res.key, stripped, sentence, "J6")
+            return _entity(ctx.lexicon, res.key, stripped, sentence, "J6", ctx)
     elif res.kind == "conflict":
         first = min(ctx.lexicon.find_all(stripped, normalized=True), default=None)
         if first is not None and ctx.governed_elsewhere(stripped, first[2]):
@@ -906,7 +1040,7 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
                 return None
             if ctx.governed_elsewhere(stripped, span):
                 return None  # J14
-            return _entity(ctx.gazetteer, g, text, sentence, "J6")
+            return _entity(ctx.gazetteer, g, text, sentence, "J6", ctx)
     if bare and not n_subject and ctx.is_echo(words) and _distractor_name(head, sentence, ctx):
         # J6: a bare line that is a name of the context sentence ("Dodge 600" after "Dodge 600
         # is produced by Dodge. Which company manufactures ...?") answers with that name
@@ -996,6 +1130,100 @@ def _read_conflict(stripped: str, sentence: str, lex: EntityLexicon) -> Reading 
     return Reading("ANSWER", alias, key, lex.canonical(key), 1.0, "J6")
 
 
+def _wraps(line: str) -> bool:
+    """J18: ``line`` stops inside a sentence (``The first step in the process of``).
+
+    Three or more words, no closing punctuation, and a last word in lower case (a cased
+    script only): the model wrapped its sentence onto the next line.
+    """
+    text = _TAG.sub("", line).strip()
+    words = text.split()
+    if len(words) < 3 or _CUE_LINE.match(text) or _QUESTION_LINE.match(text):
+        return False
+    last = words[-1]
+    return last.isalpha() and last.islower() and not has_cjk(last)
+
+
+def _join_wrapped(raw: str) -> str:
+    r"""J18: join each line that continues a sentence wrapped from the line before it.
+
+    ``...is to identify the\nproblem.`` is one sentence, not a bare line ``problem``. A line
+    that opens with a cue, an option or list marker, a bullet or a question is never joined.
+    """
+    if "\n" not in raw:
+        return raw
+    out: list[str] = []
+    for line in raw.split("\n"):
+        head = line.strip()
+        if out and head and line[:1] not in " \t" and _wraps(out[-1]) \
+                and head[:1].isalpha() and not _SCAFFOLD_START.match(head) \
+                and head.split()[:2] != out[-1].split()[:2]:  # not a loop restarting the line
+            out[-1] = out[-1].rstrip() + " " + head
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+#: J18: lines that open with scaffolding, never a wrapped sentence's rest
+_SCAFFOLD_START = re.compile(
+    r"(?i)^(?:\(?[A-E][.):）]|\d{1,2}[.)]|[-*•·>#]|(?:q|question|query|pregunta|frage|"
+    r"вопрос|answer|a|r[ée]ponse|respuesta|antwort|ответ|explanation)\s*\d*\s*[:：.])")
+_CUE_LINE = re.compile(r"(?i)^\W*(?:answer|r[ée]ponse|respuesta|antwort|ответ)\s*[:：]")
+_QUESTION_LINE = re.compile(r"[?？]\s*$|(?i:^\W*(?:q|question)\s*\d*\s*[:：.])")
+#: J19: the model answering a question of its own (the guide's "answer to another question")
+_OWN_QUESTION = re.compile(
+    r"(?i)\banswer to (?:the |this )?question\s*[\"“«„']([^\"”»“]*)")
+
+
+def _own_question_cut(raw: str, ctx: _Context) -> str:
+    """J19: the continuation up to a line answering a question the model posed itself.
+
+    ``The answer to the question "What is the capital of France?" is: Paris`` answers another
+    question (the guide's R-scope): nothing from that line on counts. A quoted question that
+    names our subject is ours restated, and is read.
+    """
+    m = _OWN_QUESTION.search(raw)
+    if m is None:
+        return raw
+    quoted = normalize(m.group(1))
+    if ctx.mask_subject(quoted)[1] or (quoted and ctx.is_echo(_tokens(quoted))
+                                       and ctx.anaphors(quoted)):
+        return raw
+    return raw[:raw.rfind("\n", 0, m.start()) + 1]
+
+
+#: J21: ``[article] NAME [noun] is a ...``: a sentence that defines NAME
+_DEFINITION = re.compile(
+    r"^\W*(?:(?:the|le|la|les|der|die|das|el|los|las)\s+)?(?P<name>[^\W\d_][\w'’-]*"
+    r"(?:\s+[\w'’-]+){0,3}?)\s+(?:is|was|est|ist|war|es|era)\s+"
+    r"(?:a|an|un|une|ein|eine|einen|uno|una)\s", re.IGNORECASE)
+
+
+def _defines_other(sentence: str, ctx: _Context) -> bool:
+    """J21: the sentence defines another entity (``The Italian language is a Romance language``).
+
+    It opens with a known name (the relation's lexicon or the gazetteer), capitalised as
+    written and perhaps followed by one lower-case noun, then a copula and an indefinite
+    article, and it never names our subject: it is about that entity (the guide's "a
+    definition of a word in the question"), and the pronouns after it refer to it.
+    """
+    m = _DEFINITION.match(sentence)
+    if m is None:
+        return False
+    norm = normalize(sentence)
+    if ctx.mask_subject(norm)[1] or opens_with_pronoun(norm):
+        return False
+    name = m.group("name")
+    words = name.split()
+    if len(words) > 1 and words[-1][:1].islower():
+        words = words[:-1]  # "The Italian language": the name and its class noun
+    head = normalize(" ".join(words))
+    if not head or not all(w[:1].isupper() or normalize(w) in _FUNCTION for w in words) \
+            or not words[0][:1].isupper() or has_cjk(head):
+        return False
+    return True
+
+
 def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: EntityLexicon,
                 gazetteer: EntityLexicon | None = None, numeric: bool = False,
                 slot: frozenset[str] = frozenset(),
@@ -1013,6 +1241,9 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
     if not raw.strip():
         return Reading("UNPARSEABLE", rule="J1")
     ctx = _Context(query, mentions, lexicon, gazetteer, numeric, slot, foreign)
+    raw = _join_wrapped(_own_question_cut(raw, ctx))
+    if not raw.strip():
+        return Reading("UNPARSEABLE", rule="J19")
     if not numeric and ("____" in query or not query.rstrip().endswith(_CLOSED)) \
             and _blank_after_in_at(query):
         # J12: a year, date or timestamp filling an open blank ("was created in" -> "1970",
@@ -1032,6 +1263,10 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
     raw_lines = raw.lstrip(" \t").splitlines()
     first = strip_line(raw_lines[0]) if raw_lines and raw_lines[0].strip() else None
     continues = first is not None and not query.rstrip().endswith(_CLOSED)
+    # J18: the budget's cut-off tail (the last line, no closing punctuation, no newline)
+    tail = raw.rsplit("\n", 1)[-1]
+    cut = normalize(strip_line(tail)) if tail.strip() and not raw[-1:].isspace() \
+        and not tail.rstrip().endswith(_CLOSED) else None
     seen: list[str] = []
     for i, text in enumerate(lines):
         norm_line = normalize(text)
@@ -1042,8 +1277,13 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
         for j, sentence in enumerate(_sentences(text)):
             if not has_content(sentence):
                 continue
+            if _defines_other(sentence, ctx):
+                break  # J21: the line goes on about the entity it defines
             reading = _read_sentence(sentence, ctx, bare,
                                      continues and i == 0 and j == 0 and text == first)
+            if reading is not None and reading.rule == "J5" and 0 < i == len(lines) - 1 \
+                    and norm_line == cut and _tokens(norm_line)[0] in _ARTICLES:
+                reading = None  # J18: "Der CarPlay" cut by the budget starts a sentence
             if reading is not None:
                 found.append(reading)
                 break  # one reading per line: the first sentence that says something
