@@ -73,13 +73,15 @@ def test_special_clusters_from_scorer_labels_and_generation_errors():
 
 
 def test_a_list_or_alternative_of_known_entities_is_multiple_an_aside_is_not():
-    # J6: entities joined only by "or"/"and"/a comma offer several answers; otherwise the
-    # first entity named is the answer and the rest is an aside
+    # J6: entities joined by "or"/"and" (or a list of three) offer several answers; otherwise
+    # the first entity named is the answer and the rest is an aside. Release 8 (J26): two
+    # names with only a comma between are the guide's R-qualifier form ("Paris, France",
+    # "Kabul, Afghanistan"), so "Paris, Berlin" reads Paris too (no label set has MULTIPLE)
     res, verdicts = judge_one([item("Paris or Berlin"), item("Paris, Berlin"),
-                               item("Paris, not Berlin")])
+                               item("Paris, not Berlin"), item("Paris, Lyon and Berlin")])
     got = [(a.cluster_id, v) for a, v in zip(res.assignments, verdicts, strict=True)]
-    assert got == [("MULTIPLE", "AMBIGUOUS"), ("MULTIPLE", "AMBIGUOUS"),
-                   ("ENTITY_Q90", "CORRECT")]
+    assert got == [("MULTIPLE", "AMBIGUOUS"), ("ENTITY_Q90", "CORRECT"),
+                   ("ENTITY_Q90", "CORRECT"), ("MULTIPLE", "AMBIGUOUS")]
 
 
 def test_unknown_answers_cluster_by_normalised_text_with_lower_confidence():

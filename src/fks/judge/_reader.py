@@ -9,7 +9,7 @@ names (the *subject*), the relation's lexicon (every entity filling that slot an
 benchmark) and the gazetteer (every entity of the benchmark and of the packaged mParaRel
 gazetteer, all relations, six languages; :mod:`fks.judge._gazetteer`).
 
-Rules (J1-J24; every rule is general: none is keyed to an entity, fact or answer string):
+Rules (J1-J27; every rule is general: none is keyed to an entity, fact or answer string):
 
 * **J1 Empty.** An empty or blank continuation is ``UNPARSEABLE`` (no answer; never a cluster
   of its own).
@@ -139,6 +139,17 @@ Rules (J1-J24; every rule is general: none is keyed to an entity, fact or answer
   unless its extra words are an organisation's legal form or trade (``BMW Motor Group``,
   ``Blue Moon Records``: J15's variant). J24: a bare line that is the last words of the
   subject's name and names no known entity (``Martin`` for George Martin) is the subject.
+* **Release 8 (stop 34).** J25: a short parenthesis (an abbreviation, ``the Deutsche
+  Reichsbahn (GDR) is located in``) is an aside for J11; a sentence that puts the subject in
+  the other role of the asked predicate (``Dhaka Division is the capital of Bangladesh``
+  asked the capital of Dhaka Division, whose query names the subject after ``capital of``)
+  asserts nothing, unless the other role is the subject again (J5). J26 (the guide's
+  R-qualifier): two names with only a comma between (``Tokyo, Japan``, ``São Paulo,
+  Brazil``) are a name and its qualifier, not ``MULTIPLE``; in J11's filler, a part or class
+  of a place before its name (``the north of the Caspian Sea``) is dropped. J27: a first
+  line that is only a year or a decade (``1970.``, ``In 1997.``) answers with the wrong type
+  for every relation whose objects are not numbers, whatever the query's form; J12's
+  prepositions include ``from`` and ``aus`` (``originated from ____``).
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
@@ -398,6 +409,12 @@ class _Context:
                 if any(n == w or (len(w) >= 3 and n.startswith(w)) for n in self._name_words)]
         return bool(content) and 2 * len(hits) > len(content)
 
+    def object_of(self, word: str) -> bool:
+        """J25: the query names the subject as the object of ``word`` (``capital of X``)."""
+        return any(re.search(r"(?<!\w)" + re.escape(word) + r"\s+(?:of|de|du|des|von|vom|del)"
+                             r"\s+(?:the\s+|la\s+|le\s+|l'|der\s+|el\s+)?" + re.escape(a)
+                             + r"(?!\w)", self.query_norm) for a in self._mention_aliases)
+
     def is_name_tail(self, words: list[str]) -> bool:
         """J24: ``words`` are the last words of one of the subject's names (a surname)."""
         n = len(words)
@@ -428,6 +445,11 @@ class _Context:
         if not kept:
             return None
         common = frozenset.intersection(*(gaz.keys_of(m[2]) for m in kept))
+        if not common and len(kept) == 2:
+            a, b = sorted(kept)
+            if re.fullmatch(r"\s*,\s*", text[a[1]:b[0]]) and len(gaz.keys_of(a[2])) == 1:
+                # J26 (R-qualifier): "São Paulo, Brazil" names São Paulo, qualified
+                return next(iter(gaz.keys_of(a[2])))
         return min(common, key=_qid_order) if common else None
 
     def shadow(self, stripped: str, sentence: str) -> str:
@@ -570,6 +592,8 @@ def _adjectival(sentence: str, alias: str) -> bool:
     longer name (``the Swedish Medical Association``) and does not name the entity either.
     At least one occurrence must be an adjective.
     """
+    if len(_tokens(normalize(sentence))) <= STRING_MAX_WORDS:
+        return False  # a bare line "the UNIX operating system" is a noun phrase answer
     text = _deaccent(sentence)
     adjectives: set[int] = set()
     for m in _adjective_pattern(alias).finditer(text):
@@ -764,8 +788,10 @@ def _name_around(alias: str, stripped: str, sentence: str) -> str:
 
 
 #: J12: the prepositions of place and time that open a blank a date can fill ("born in ____",
-#: "passed away at", "aired on", "situé à", "成立于"); six languages
-_IN_AT = frozenset("in at on into en à au aux dans sur a el im am auf bei в во на".split())
+#: "passed away at", "aired on", "situé à", "成立于"; release 8: "originated from", "aus");
+#: six languages
+_IN_AT = frozenset("in at on into from en à au aux dans sur a el im am auf bei aus в во на из"
+                   .split())
 
 
 def _blank_after_in_at(query: str) -> bool:
@@ -838,10 +864,18 @@ def _first_named(text: str, sentence: str, lex: EntityLexicon | None, adjectives
     return None
 
 
+#: J25: a parenthesis of a few words (an abbreviation: "(GDR)", "(NLD)") is an aside
+_PAREN = re.compile(r"\s*[(（][^()（）]{1,40}[)）]")
+_OF = frozenset("of de du des von vom del".split())
+#: J25: the sentence puts the subject in the other role of the asked predicate
+_INVERSE = Reading("UNPARSEABLE", rule="J25")
+
+
 def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
     """J11: the filler of the asked slot when the sentence restates the query's predicate."""
     if not ctx.slot:
         return None
+    sentence = _PAREN.sub("", sentence)  # J25: "the German Reichsbahn (GDR) is located in"
     norm = normalize(sentence)
     spans = _subject_spans(norm, ctx, sentence)
     if not spans:
@@ -884,6 +918,10 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
                 return None  # "is a country in ..." describes; "is a citizen of" is the slot
         if pred(w):
             predicate.append(w)
+            nxt = ms[i + 1].group() if i + 1 < len(ms) else ""
+            if nxt in _OF and ctx.object_of(w) \
+                    and not ctx.mask_subject(rest[ms[i + 1].end():])[1]:
+                return _INVERSE  # J25: "X is the capital of Y" asked the capital of X
         pos = m.end()
     else:
         pos = len(rest)
@@ -918,6 +956,9 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
             return Reading("ANSWER", name, f"SEMANTIC_{semantic_key(name)}", name, 0.5, "J11")
         y = year.group(1)
         return Reading("ANSWER", y, f"SEMANTIC_{y}", y, 0.5, "J11")
+    part = _PART_OF.match(filler)
+    if part:  # J26: "the north of the Caspian Sea", "the city of Vinci": the name after "of"
+        filler = filler[part.end():]
     words = _tokens(filler)
     if not words or words[0] in _INDEFINITE or len(words) > STRING_MAX_WORDS:
         return None
@@ -937,6 +978,8 @@ def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
     ``completes``: it continues the prompt's own unfinished sentence (first line, same line).
     """
     slot = _read_slot(sentence, ctx)
+    if slot is _INVERSE:
+        return None
     if slot is not None:
         return slot
     stripped, n_subject = ctx.mask_subject(normalize(sentence))
@@ -1120,8 +1163,11 @@ def _read_conflict(stripped: str, sentence: str, lex: EntityLexicon) -> Reading 
     if not kept:
         return None
     between = [stripped[a[1]:b[0]] for a, b in zip(kept, kept[1:], strict=False)]
-    if between and all(_JOINER.fullmatch(g) for g in between):
-        return Reading("MULTIPLE", rule="J6")
+    qualifier = len(between) == 1 and re.fullmatch(r"\s*,\s*", between[0]) is not None
+    if between and not qualifier and all(_JOINER.fullmatch(g) for g in between):
+        return Reading("MULTIPLE", rule="J6")  # "Paris or Lyon", "Denmark, Norway and Sweden"
+    # J26 (R-qualifier): two names with only a comma between ("Tokyo, Japan") are a name and
+    # its qualifier: the first is the answer
     alias = kept[0][2]
     keys = lex.keys_of(alias)
     if len(keys) != 1:
@@ -1192,6 +1238,10 @@ def _own_question_cut(raw: str, ctx: _Context) -> str:
     return raw[:raw.rfind("\n", 0, m.start()) + 1]
 
 
+#: J26: a part or class of a place before its name ("the north of", "the city of")
+_PART_OF = re.compile(r"^(?:the\s+)?(?:[a-z-]+\s+){1,3}?(?:of|de|du|del|von)\s+(?:the\s+)?")
+#: J27: a line holding only a year or a decade, perhaps after "in"
+_BARE_YEAR = re.compile(r"(?i)^\s*(?:in\s+)?(((?:1[0-9]|20)\d{2})s?)\.?\s*$")
 #: J21: ``[article] NAME [noun] is a ...``: a sentence that defines NAME
 _DEFINITION = re.compile(
     r"^\W*(?:(?:the|le|la|les|der|die|das|el|los|las)\s+)?(?P<name>[^\W\d_][\w'’-]*"
@@ -1253,6 +1303,15 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
         if m:  # the span keeps a decade's "s" or 年 (1940s); a date or timestamp its year
             return Reading("ANSWER", m.group(1), f"SEMANTIC_{m.group(2)}", m.group(1), 0.5,
                            "J12")
+    if not numeric:
+        # J27: a first line that is only a year or a decade ("1970.", "In 1997.", "1990s"), for
+        # a relation whose objects are not numbers, is an answer of the wrong type whatever the
+        # query's form (the labels read 36 of 39 such lines so; "A: 2018" is an option line)
+        head = next((ln for ln in raw.splitlines() if ln.strip()), "")
+        m = _BARE_YEAR.match(_TAG.sub("", head))
+        if m:
+            return Reading("ANSWER", m.group(1), f"SEMANTIC_{m.group(2)}", m.group(1), 0.5,
+                           "J27")
     lines, letters = answer_lines(raw, numeric=numeric)
     # J4: a header's word on a line of its own is the header cut off by the budget
     # ("Explanation:" ... "Explanation"), never an answer
