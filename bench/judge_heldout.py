@@ -4,12 +4,22 @@
         --judged RUN_A/judged.jsonl RUN_B/judged.jsonl [--split S] [--out report.json]
     .venv/bin/python bench/judge_heldout.py --labels L.jsonl --scored RUN/scored.jsonl \
         --benchmark FULL [--split S]
+    .venv/bin/python bench/judge_heldout.py --labels L1.jsonl L2.jsonl --from-labels \
+        --benchmark BENCH1 BENCH2 [--split S]
 
 Run by hand on judged runs of the labelled answers, or judge in process with
 ``--scored RUN/scored.jsonl ... --benchmark FULL``: the scored rows are judged by the alias
 judge against FULL's lexicon (the parent benchmark, as a ``--limit`` run of it would be
 judged; the CLI refuses that on purpose, since the run's manifest names the subset). This is
 the dev loop of issue 26: pass ``--split dev`` / ``--split fresh_dev`` while tuning.
+
+``--from-labels`` needs no run at all: every label row carries the model's raw answer byte for
+byte (``raw_answer``, copied from ``generations.jsonl`` by the label builders), so the rows of
+each labels file are scored by fks's scorer against that file's benchmark (``--benchmark``, one
+for all files or one per file: the old labels are of the old build, the fresh sets of the
+current one) and judged in process. Scores and judgements depend only on the raw answer and
+the benchmark, so this equals scoring the real generations; it is how a later session re-runs
+the dev loop without regenerating every labelled set.
 
 For every model (and both pooled) it prints the five §18.6 figures of ``fks judge
 agreement`` (kind agreement, extraction where both say ANSWER, within-fact cluster pairs,
@@ -77,6 +87,49 @@ def _judge_in_process(scored: list[Path], benches: list[Path], tmp: Path) -> lis
     return out
 
 
+def _score_labels(labels: list[Path], benches: list[Path], tmp: Path) -> list[Path]:
+    """Write ``scored.jsonl`` files from the label rows' raw answers (``--from-labels``)."""
+    from fks.data.load import load_benchmark
+    from fks.data.schema import GenerationRecord, ScoredRecord
+    from fks.score._run import _Scorer
+
+    if len(benches) not in (1, len(labels)):
+        raise SystemExit("--benchmark: give one, or one per --labels file")
+    config = {"do_sample": False, "num_beams": 1, "max_new_tokens": 24}
+    out: list[Path] = []
+    for i, path in enumerate(labels):
+        bench = load_benchmark(benches[0] if len(benches) == 1 else benches[i])
+        scorer = _Scorer(bench)
+        by_model: dict[str, list[str]] = {}
+        for line_no, line in enumerate(open(path, encoding="utf-8"), 1):
+            row = json.loads(line)
+            q = scorer.query_for(GenerationRecord.model_validate({
+                **{k: row[k] for k in ("model", "query_id", "fact_id", "relation",
+                                       "condition_family")},
+                "raw_response": row["raw_answer"], "generation_config": config,
+                "prompt_version": "labels"}), path, line_no)
+            gen = GenerationRecord.model_validate({
+                "model": row["model"], "query_id": q.query_id, "fact_id": q.fact_id,
+                "relation": q.relation, "condition_family": q.condition_family,
+                "language": q.language, "use_for_main_forward": q.use_for_main_forward,
+                "use_for_reverse_analysis": q.use_for_reverse_analysis,
+                "use_for_recognition_analysis": q.use_for_recognition_analysis,
+                "answer_in_subject_surface": q.answer_in_subject_surface,
+                "raw_response": row["raw_answer"], "generation_config": config,
+                "prompt_version": "labels"})
+            res = scorer.score(gen, q)
+            rec = ScoredRecord.model_validate(gen.model_dump() | {
+                "label": res.label, "extracted_answer": res.extracted_answer,
+                "matched_alias": res.matched_alias})
+            by_model.setdefault(row["model"], []).append(json.dumps(rec.model_dump(mode="json"),
+                                                                    ensure_ascii=False))
+        for model, recs in by_model.items():
+            dst = tmp / f"scored_{i}_{model}.jsonl"
+            dst.write_text("".join(r + "\n" for r in recs), encoding="utf-8")
+            out.append(dst)
+    return out
+
+
 def _fmt(f: dict[str, float | None]) -> str:
     def one(k: str) -> str:
         v = f[k]
@@ -97,6 +150,9 @@ def main() -> None:
                     help="scored.jsonl files to judge in process (needs --benchmark)")
     ap.add_argument("--benchmark", type=Path, nargs="+", default=[],
                     help="parent benchmark per --scored file (one for all, or one each)")
+    ap.add_argument("--from-labels", action="store_true",
+                    help="score the label rows' own raw answers (no run needed; needs "
+                         "--benchmark, one for all --labels files or one each)")
     ap.add_argument("--split", default=None)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
@@ -106,7 +162,16 @@ def main() -> None:
     report: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
-        judged = list(args.judged) + _judge_in_process(args.scored, args.benchmark, tmp)
+        if args.from_labels:
+            if args.scored or args.judged:
+                ap.error("--from-labels takes neither --scored nor --judged")
+            args.scored = _score_labels(args.labels, args.benchmark, tmp)
+            benches = args.benchmark if len(args.benchmark) == 1 else [
+                b for b, lab in zip(args.benchmark, args.labels, strict=True)
+                for _ in {json.loads(x)["model"]: 0 for x in open(lab, encoding="utf-8")}]
+        else:
+            benches = args.benchmark
+        judged = list(args.judged) + _judge_in_process(args.scored, benches, tmp)
         if not judged:
             ap.error("give --judged or --scored")
         args.judged = judged

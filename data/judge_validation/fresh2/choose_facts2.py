@@ -5,7 +5,8 @@ Usage: python choose_facts2.py [OUT_JSON] [RANK]
 with ``/work/real/fresh3/choice.json 4``: rank 4 of every relation, for release 5, and the
 fourth, ``../fresh4``, with ``/work/real/fresh4/choice.json 5``, and the fifth, ``../fresh5``,
 with ``/work/real/fresh5/choice.json 6``; stop 34 wrote the sixth, ``../fresh6``, with
-``/work/real/fresh6/choice.json 7``)
+``/work/real/fresh6/choice.json 7``; stop 35 the seventh, ``../fresh7``, with
+``/work/real/fresh7/choice.json 8``)
 
 The first fresh set (`../fresh/choice.json`) took rank 1 (test) and rank 2 (dev) of every relation
 under the ranking and exclusions of `../fresh/choose_facts.py`. Its test split has been read for
@@ -33,6 +34,7 @@ SECOND = Path(__file__).resolve().parent / "choice.json"
 THIRD = Path(__file__).resolve().parent.parent / "fresh3" / "choice.json"
 FOURTH = Path(__file__).resolve().parent.parent / "fresh4" / "choice.json"
 FIFTH = Path(__file__).resolve().parent.parent / "fresh5" / "choice.json"
+SIXTH = Path(__file__).resolve().parent.parent / "fresh6" / "choice.json"
 
 
 def choose(rank: int = 3):
@@ -58,7 +60,7 @@ def choose(rank: int = 3):
 
     first = json.loads(FIRST.read_text(encoding="utf-8"))
     used = set(first["test"]) | set(first["dev"])
-    for r, path in ((3, SECOND), (4, THIRD), (5, FOURTH), (6, FIFTH)):  # the later sets' facts too
+    for r, path in ((3, SECOND), (4, THIRD), (5, FOURTH), (6, FIFTH), (7, SIXTH)):  # the later sets' facts too
         if rank > r:
             used |= set(json.loads(path.read_text(encoding="utf-8"))["test"])
     test, detail = [], []
@@ -84,7 +86,7 @@ if __name__ == "__main__":
     out.parent.mkdir(parents=True, exist_ok=True)
     rule = (f"rank {rank} of every relation under the exclusions and ranking of "
             "../fresh/choose_facts.py (ranks 1 and 2 are the first fresh set's test and dev "
-            "facts, ranks 3 to 6 the second to fifth sets')")
+            "facts, ranks 3 to 7 the second to sixth sets')")
     out.write_text(json.dumps({"test": test, "dev": [], "rule": rule, "current_build": cf.CURRENT,
                                "stats": stats, "facts": detail}, ensure_ascii=False, indent=1)
                    + "\n", encoding="utf-8")
