@@ -23,15 +23,18 @@ from functools import lru_cache
 __all__ = ["normalize", "is_cjk", "has_cjk", "find_alias", "contains_any", "strip_mentions",
            "mask_mentions"]
 
-_WS = re.compile(r"\s+")
+#: whitespace, and the underscore: a name written as a title slug (``Le_Point``) is the name
+_WS = re.compile(r"[\s_]+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
 def normalize(text: str) -> str:
-    r"""NFKC, casefold, drop diacritics, collapse whitespace.
+    r"""NFKC, casefold, drop diacritics, collapse whitespace (an underscore counts as a space).
 
     >>> normalize("  Zürich\\u00a0CITY ")
     'zurich city'
+    >>> normalize("Le_Point")
+    'le point'
     """
     text = unicodedata.normalize("NFKC", text).casefold()
     decomposed = unicodedata.normalize("NFD", text)

@@ -622,3 +622,123 @@ def test_j12_a_timestamp_fills_an_originated_from_blank(gaz):
     r = read(" 2018-01-22 12:22:12\nThe answer is", "Marie Curie originated from",
              ("Marie Curie",), PLACES, gaz, frozenset("originated from".split()))
     assert r[:2] == ("ANSWER", "SEMANTIC_2018")
+
+
+# -- release 9 (stop 35): tuned on every set read before ../fresh7, each case fails on release 8
+COUNTRIES = EntityLexicon({
+    "ENTITY_Q30": ("United States of America", ["United States of America", "Estados Unidos",
+                                                "Vereinigte Staaten", "США", "美国"]),
+    "ENTITY_Q27": ("Ireland", ["Ireland", "Republic of Ireland"]),
+    "ENTITY_Q142": ("France", ["France"]),
+})
+
+
+def _assign(cluster, canonical=None, conf=1.0):
+    from fks.judge._types import Assignment
+    return Assignment(cluster, canonical or cluster, "ANSWER", conf, canonical or cluster)
+
+
+def test_j28_a_short_name_joins_its_formal_name_in_the_group():
+    from fks.judge import join_variants
+    raw = [_assign("SEMANTIC_united states", "United States", 0.5),
+           _assign("ENTITY_Q30", "United States of America"),
+           _assign("ENTITY_Q142", "France")]
+    out = join_variants(raw, COUNTRIES)
+    assert [a.cluster_id for a in out] == ["ENTITY_Q30", "ENTITY_Q30", "ENTITY_Q142"]
+    assert out[0].canonical_meaning == "United States of America"
+    assert out[0].span == "United States" and out[0].confidence == 0.5  # as read
+
+
+@pytest.mark.parametrize("cluster, present", [
+    ("SEMANTIC_united states", ["ENTITY_Q142"]),  # the entity is not named in the group
+    ("SEMANTIC_republic", ["ENTITY_Q27"]),  # one word: a class noun, not a short name
+    ("SEMANTIC_united kingdom", ["ENTITY_Q30"]),  # not a cut of the formal name
+])
+def test_j28_leaves_other_strings_alone(cluster, present):
+    from fks.judge import join_variants
+    raw = [_assign(cluster, conf=0.5), *(_assign(k) for k in present)]
+    assert [a.cluster_id for a in join_variants(raw, COUNTRIES)] == [cluster, *present]
+
+
+def test_j28_an_ambiguous_alias_takes_the_entity_another_answer_names():
+    from fks.judge import join_variants
+    lex = EntityLexicon({"ENTITY_Q100": ("Boston", ["Boston"]),
+                         "ENTITY_Q311975": ("Boston", ["Boston"])})
+    raw = [_assign("SEMANTIC_boston", "Boston", 0.7), _assign("ENTITY_Q100", "Boston")]
+    assert {a.cluster_id for a in join_variants(raw, lex)} == {"ENTITY_Q100"}
+    # both homonyms named elsewhere in the group: nothing to choose by
+    raw.append(_assign("ENTITY_Q311975", "Boston"))
+    assert join_variants(raw, lex)[0].cluster_id == "SEMANTIC_boston"
+
+
+def test_an_underscore_is_a_space_in_names(gaz):
+    from fks.text import normalize as text_normalize
+    assert text_normalize("Le_Point") == "le point"
+    lex = EntityLexicon({"ENTITY_Q8678": ("Rio de Janeiro", ["Rio de Janeiro"])})
+    r = read_answer("\nThe answer is: Rio_de_Janeiro\n", query="Where was Anna born?",
+                    mentions=("Anna",), lexicon=lex, gazetteer=gaz)
+    assert (r.kind, r.key) == ("ANSWER", "ENTITY_Q8678")
+    # the scorer reads it too
+    assert score_answer("The answer is: Rio_de_Janeiro", ["Rio de Janeiro"]).label == "correct"
+
+
+@pytest.mark.parametrize("raw, key", [
+    ("\nA. the city of Paris\nB. the city of Paris\nC. the city of Paris\nD.", "ENTITY_Q90"),
+    ("\nA. France\nB. France\nC. France\nD. France\nE. Fra", "ENTITY_Q142"),
+    ("\nA: The answer is: Italien\nB: The answer is: Italien", "ENTITY_Q38"),
+    ("\nA. Италия\nB. Италия\nC. Италия", "ENTITY_Q38"),
+])
+def test_j29_an_option_list_of_one_repeated_name_is_that_answer(raw, key, gaz):
+    r = read(raw, "Where was Anna born?", ("Anna",), PLACES, gaz, frozenset("born".split()))
+    assert r == ("ANSWER", key, "J29")
+
+
+@pytest.mark.parametrize("raw", [
+    "\nA. a\nB. a\nC. a\nD. a\nAnswer:\n",  # a placeholder repeated
+    "\nA. the French border\nB. the French border\nC. the French border",  # a description
+    "\nA. the highest point in France\nB. the highest point in France",  # a long description
+    "\nA. Paris\nB. Berlin\nC. Paris",  # a real choice, none picked
+    "\nA. Annaberg\nB. Annaberg\nC. Annaberg",  # the subject's fragment (J24) offers nothing
+])
+def test_j29_leaves_placeholders_descriptions_and_choices_unparseable(raw, gaz):
+    people = EntityLexicon({**{k: (PLACES.canonical(k), PLACES.aliases(k)) for k in
+                               ("ENTITY_Q90", "ENTITY_Q64", "ENTITY_Q142")}})
+    r = read_answer(raw, query="Where was Anna Annaberg born?", mentions=("Anna Annaberg",),
+                    lexicon=people, gazetteer=gaz, slot=frozenset("where was born".split()))
+    assert r.kind == "UNPARSEABLE", r
+
+
+@pytest.mark.parametrize("raw, query, name, slot", [
+    ("\nAverroes es seguidor de\nAnswer:\nAverroes es seguidor de\nAnswer:",
+     "Averroes es seguidor de", "Averroes", "seguidor de religion"),
+    ("\nMaria Skłodowska starb in\nAnswer:\nMaria Skłodowska starb in\nAnswer:",
+     "Maria Skłodowska starb in", "Maria Skłodowska", "starb in died"),
+    ("\nThe answer is:\nCadillac CTS-V es desarrollado por\n\nThe answer",
+     "Cadillac CTS-V es desarrollado por", "Cadillac CTS-V", "desarrollado por developed"),
+    ("\nМаргарет Тэтчер умерла в\nAnswer:\nМаргарет Тэтчер умерла", "Маргарет Тэтчер умерла в",
+     "Маргарет Тэтчер", "умерла в died"),
+])
+def test_j30_the_prompt_repeated_in_its_own_language_is_no_answer(raw, query, name, slot):
+    # the subject as the query's language writes it is no alias of the English mentions, but
+    # the gazetteer knows it as an entity (release 8 read the echo as that entity)
+    known = EntityLexicon({"ENTITY_Q1": (name, [name])})
+    r = read(raw, query, ("Ibn Rushd",), PLACES, known, frozenset(slot.split()))
+    assert r[0] == "UNPARSEABLE", r
+
+
+def test_j30_leaves_the_subject_alone_and_a_completed_prompt(gaz):
+    # the subject's name alone stays J5's subject answer; the prompt completed is read
+    slot = frozenset("es desarrollado por developed".split())
+    r = read("\nBMW M70\nAnswer:\nBMW M70", "BMW M70 es desarrollado por", ("BMW M70",),
+             COMPANIES, gaz, slot)
+    assert r[0] == "ANSWER" and r[2] == "J5"
+    r = read("\nBMW M70 es desarrollado por Boeing.", "BMW M70 es desarrollado por",
+             ("BMW M70",), COMPANIES, gaz, slot)
+    assert r[:2] == ("ANSWER", "ENTITY_Q66")
+
+
+def test_j11_a_part_of_a_place_after_the_year_is_dropped(gaz):
+    r = read(" Anna Kovacs was born in 1980 in the town of Zorbury, in the county of North",
+             "Where was Anna Kovacs born?", ("Anna Kovacs",), PLACES, gaz,
+             frozenset("where was born".split()))
+    assert r[:2] == ("ANSWER", "SEMANTIC_zorbury")

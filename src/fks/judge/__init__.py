@@ -11,7 +11,7 @@
 """
 
 from fks.judge._agreement import NoOverlap, compare_labels, judge_agreement, validate_labels
-from fks.judge._alias import AliasJudge, assign_alias
+from fks.judge._alias import AliasJudge, assign_alias, join_variants
 from fks.judge._correctness import Reference, cluster_correctness, mark_clusters
 from fks.judge._lexicon import (
     EntityLexicon,
@@ -65,6 +65,7 @@ __all__ = [
     "analysis_group",
     "answer_span",
     "assign_alias",
+    "join_variants",
     "build_groups",
     "build_judge_prompt",
     "build_lexicons",

@@ -14,7 +14,9 @@ Confidence: 1.0 for an entity (and special clusters), 0.7 for an alias naming se
 (``SEMANTIC_<alias>``), 0.5 for a string cluster.
 
 Clusters are assigned per answer from a fixed key, so within a group the "same cluster"
-relation is an equivalence by construction. Correctness is step two
+relation is an equivalence by construction. One rule then reads the group as a whole
+(:func:`join_variants`, J28, release 9): a string answer that is another answer's entity under
+a shorter name joins that entity's cluster. Correctness is step two
 (:func:`fks.judge.mark_clusters`), shared with every judge.
 """
 
@@ -34,7 +36,7 @@ from fks.judge._types import (
     GroupResult,
 )
 
-__all__ = ["AliasJudge", "HINT_CLUSTERS", "assign_alias"]
+__all__ = ["AliasJudge", "HINT_CLUSTERS", "assign_alias", "join_variants"]
 
 #: scorer label -> special cluster (labels that do not depend on the gold answer)
 HINT_CLUSTERS: dict[str, tuple[str, str]] = {
@@ -82,6 +84,7 @@ class AliasJudge:
                 if len(self._memo) < 500_000:
                     self._memo[key] = got
             raw.append(got)
+        raw = join_variants(raw, group.lexicon, group.gazetteer)
         # one canonical meaning per cluster: the first member's
         canon: dict[str, str | None] = {}
         for a in raw:
@@ -89,6 +92,51 @@ class AliasJudge:
         out = [Assignment(a.cluster_id, canon[a.cluster_id], a.status, a.confidence, a.span)
                for a in raw]
         return GroupResult(assignments=out, attempts=1)
+
+
+def _names_of(key: str, lexicons: tuple[EntityLexicon, ...]) -> tuple[str, ...]:
+    return next((lex.aliases(key) for lex in lexicons if key in lex), ())
+
+
+def join_variants(raw: list[Assignment], lexicon: EntityLexicon,
+                  gazetteer: EntityLexicon | None = None) -> list[Assignment]:
+    """J28 (release 9): a string answer naming, by a shorter name, an entity the group names.
+
+    Within one fact's answers a string cluster ``SEMANTIC_<s>`` joins the entity cluster
+    ``ENTITY_<Q>`` of another answer of the group when ``Q`` is the only such entity of the
+    group that ``s`` names:
+
+    * ``s`` is one of ``Q``'s aliases that the reader left as a string (an alias naming several
+      entities, ``Boston``, read beside an answer that names one of them unambiguously);
+    * ``s`` (two words or more) is ``Q``'s formal name cut before its ``of`` (``United States``
+      beside ``United States of America``; a labeller keys both as one answer). One word
+      (``Republic`` of ``Republic of Ireland``) is a class noun, not a short name.
+
+    Only entities some answer of the group names are candidates, so nothing is resolved that
+    the model did not itself write; two candidates leave the string alone. Nothing is keyed
+    to an entity or answer.
+    """
+    entities = {a.cluster_id for a in raw if a.cluster_id.startswith("ENTITY_")}
+    if not entities:
+        return raw
+    lexicons = tuple(x for x in (lexicon, gazetteer) if x is not None)
+    remap: dict[str, str] = {}
+    for a in raw:
+        cid = a.cluster_id
+        if not cid.startswith("SEMANTIC_") or cid in remap:
+            continue
+        s = cid[len("SEMANTIC_"):]
+        named = {k for lex in lexicons for k in lex.keys_of(s)} & entities
+        if not named and len(s.split()) >= 2:
+            named = {k for k in entities
+                     if any(n.startswith(s + " of ") for n in _names_of(k, lexicons))}
+        if len(named) == 1:
+            remap[cid] = next(iter(named))
+    if not remap:
+        return raw
+    canon = {a.cluster_id: a.canonical_meaning for a in raw if a.cluster_id in entities}
+    return [Assignment(remap[a.cluster_id], canon[remap[a.cluster_id]], a.status, a.confidence,
+                       a.span) if a.cluster_id in remap else a for a in raw]
 
 
 def assign_alias(item: AnswerItem, lexicon: EntityLexicon, mentions: tuple[str, ...] = (),

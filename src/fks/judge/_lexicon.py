@@ -43,7 +43,7 @@ _CACHE_MAX = 1_000_000
 
 
 _SENTENCE_END = re.compile(r"[。！？]|[.!?](?=\s|$)")
-_ASCII_WS = re.compile(r"\s+")  # fks.text's whitespace rule
+_ASCII_WS = re.compile(r"[\s_]+")  # fks.text's whitespace rule (an underscore is a space)
 
 
 @lru_cache(maxsize=1 << 18)

@@ -9,7 +9,7 @@ names (the *subject*), the relation's lexicon (every entity filling that slot an
 benchmark) and the gazetteer (every entity of the benchmark and of the packaged mParaRel
 gazetteer, all relations, six languages; :mod:`fks.judge._gazetteer`).
 
-Rules (J1-J27; every rule is general: none is keyed to an entity, fact or answer string):
+Rules (J1-J30; every rule is general: none is keyed to an entity, fact or answer string):
 
 * **J1 Empty.** An empty or blank continuation is ``UNPARSEABLE`` (no answer; never a cluster
   of its own).
@@ -150,6 +150,16 @@ Rules (J1-J27; every rule is general: none is keyed to an entity, fact or answer
   line that is only a year or a decade (``1970.``, ``In 1997.``) answers with the wrong type
   for every relation whose objects are not numbers, whatever the query's form; J12's
   prepositions include ``from`` and ``aus`` (``originated from ____``).
+* **Release 9 (stop 35; tuned on every set before ``fresh7``).** J29: an invented option
+  list whose options all repeat one name (``A. the city of Vienna\nB. the city of Vienna``)
+  offers no choice and is that answer; a repeated placeholder (``A. a``), description
+  (``the French border``) or fragment of the subject's name stays ``UNPARSEABLE``. J30: the
+  query's asked sentence repeated from its start (``Averroes es seguidor de``), holding a
+  predicate word and nothing of its own, is an echo whatever entity it names (a subject as
+  the query's language writes it is no alias of the English mentions). J11 drops a part of
+  a place after a year adjunct too (``born in 1858 in the town of Kaman`` -> Kaman). An
+  underscore separates words (``Le_Point``; :func:`fks.text.normalize`, shared with the
+  scorer). J28, on the whole group, is :func:`fks.judge._alias.join_variants`.
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
@@ -208,7 +218,7 @@ def _sentences(text: str) -> list[str]:
             out.append(piece)
     return out
 _ASIDE = re.compile(r"[,;(（，；]| [-–—] ")
-_WORD = re.compile(r"\w+")
+_WORD = re.compile(r"[^\W_]+")  # a word; an underscore separates (``Rio_de_Janeiro``)
 #: what may stand between two entities of a list or an alternative (J6)
 _JOINER = re.compile(
     r"\s*(?:[,;/、，；]\s*)?(?:(?:either|or|and|ou|et|o|y|oder|und|или|либо|и|或|或者|还是|和|与|及)"
@@ -328,6 +338,10 @@ class _Context:
         self.query_norm, self.query_words = _query_parts(query)
         # J6: the query's sentences before the question (a context query's distractor)
         self.context_sentences = tuple(normalize(p) for p in _sentences(query.strip())[:-1])
+        # J30: the asked sentence (the query's last) and the words the query writes in lower
+        # case (its predicate, not the subject's name)
+        asked = _sentences(query.strip())
+        self._asked = semantic_key(asked[-1]) if asked else ""
         self.slot = slot
         self.foreign = foreign - slot
         self.mentions = mentions
@@ -335,6 +349,19 @@ class _Context:
         self.lexicon = lexicon
         self.gazetteer = gazetteer
         self.numeric = numeric
+
+    def echoes_query(self, line: str) -> bool:
+        """J30 (release 9): ``line`` is the asked sentence of the query again, from its start,
+        perhaps cut short (``Clemens XIV. erlag in``, ``Cadillac CTS-V es desarrollado por``),
+        with none of its own words and at least one word of the relation's predicate (a slot
+        word of four letters or more: ``erlag``, ``desarrollado``). It asserts nothing,
+        whatever entity it names: a subject written as the query's language writes it is no
+        alias fks knows. The subject's name alone (``BMW M70``, ``Iglesia católica``) stays
+        J5's subject answer; a context query's other sentence, J6's. Caseless CJK lines, whose
+        subject and predicate fks cannot tell apart, are left to the other rules."""
+        key = semantic_key(line)
+        return not has_cjk(key) and self._asked.startswith(key) \
+            and any(w in self.slot and len(w) >= 4 for w in _tokens(key))
 
     def governed_elsewhere(self, stripped: str, span: str) -> bool:
         """J14: ``span`` fills another relation's predicate in its clause (``born in Paris``).
@@ -492,6 +519,7 @@ class _Context:
 
 @lru_cache(maxsize=1 << 16)
 def _deaccent(text: str) -> str:
+    text = text.replace("_", " ")  # fks.text.normalize's rule: an underscore is a space
     if text.isascii():
         return text  # NFKC and NFD leave ASCII unchanged; it has no combining marks
     decomposed = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", text))
@@ -952,6 +980,9 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
         after = re.match(r"\W*(?:in|at|en|à|au|im|in der|в)\s+(?:the\s+|la\s+|le\s+|l')?(.+)$",
                          filler[year.end():])
         name = _ASIDE.split(after.group(1), maxsplit=1)[0].strip() if after else ""
+        part = _PART_OF.match(name)
+        if part:  # J26 after the year (release 9): "in 1858 in the town of Kaman" -> Kaman
+            name = name[part.end():]
         if name and len(_tokens(name)) <= STRING_MAX_WORDS and _all_capitalised(name, sentence):
             return Reading("ANSWER", name, f"SEMANTIC_{semantic_key(name)}", name, 0.5, "J11")
         y = year.group(1)
@@ -1240,6 +1271,49 @@ def _own_question_cut(raw: str, ctx: _Context) -> str:
 
 #: J26: a part or class of a place before its name ("the north of", "the city of")
 _PART_OF = re.compile(r"^(?:the\s+)?(?:[a-z-]+\s+){1,3}?(?:of|de|du|del|von)\s+(?:the\s+)?")
+#: J29: an option line, ``A. text`` / ``(B) text`` / ``C: text``
+_OPTION_LINE = re.compile(r"^\s*\(?([A-H])[.):）]\s*(.*?)\s*$")
+
+
+def _one_repeated_option(raw: str) -> str | None:
+    """J29 (release 9): the one text of an invented option list whose options all repeat it.
+
+    ``A. the Middle East\nB. the Middle East\nC. the Midd`` offers no choice: every option says
+    the same thing, so the list is that one answer (the labelling brief's "a list of one
+    repeated entity is that entity"). Two or more different letters, every option's text equal
+    after cues and marks are stripped, the last one perhaps cut short by the budget (a prefix,
+    or empty); otherwise None. The text is then read as a line of its own, so a repeated
+    placeholder (``A. a``), description or the subject is read as such.
+    """
+    opts = [(m.group(1), strip_line(m.group(2)) or "") for m in
+            map(_OPTION_LINE.match, (_TAG.sub("", ln) for ln in raw.splitlines())) if m]
+    if len({letter for letter, _ in opts}) < 2:
+        return None
+    texts = [normalize(t) for _, t in opts]
+    head = texts[0]
+    if not has_content(head) or any(t != head for t in texts[1:-1]) \
+            or not head.startswith(texts[-1]):
+        return None
+    return opts[0][1]
+
+
+def _option_names(text: str) -> bool:
+    """J29: the repeated option is a name: at most four words, every content word capitalised
+    once an article and a part-of head are dropped (``the city of Vienna``); a description
+    (``the French border``, ``the ocean``), a placeholder (``a``, ``100%``) names nothing."""
+    norm = normalize(text)
+    if len(_tokens(norm)) > STRING_MAX_WORDS:
+        return False
+    if has_cjk(text):
+        return True
+    part = _PART_OF.match(norm)
+    words = [w for w in _tokens(norm[part.end():] if part else norm)
+             if w not in _ARTICLES and w not in _FUNCTION]
+    written = _written(text)
+    return bool(words) and all(w[:1].isdigit() or (written.get(w) or "a")[:1].isupper()
+                               for w in words)
+
+
 #: J27: a line holding only a year or a decade, perhaps after "in"
 _BARE_YEAR = re.compile(r"(?i)^\s*(?:in\s+)?(((?:1[0-9]|20)\d{2})s?)\.?\s*$")
 #: J21: ``[article] NAME [noun] is a ...``: a sentence that defines NAME
@@ -1332,6 +1406,8 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
         if any(prev.startswith(norm_line) for prev in seen):
             continue  # J7: the start of a line already read again (a loop cut by the budget)
         seen.append(norm_line)
+        if ctx.echoes_query(text):
+            continue  # J30: the prompt repeated ("Averroes es seguidor de")
         bare = len(_tokens(norm_line)) <= STRING_MAX_WORDS
         for j, sentence in enumerate(_sentences(text)):
             if not has_content(sentence):
@@ -1348,6 +1424,14 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
                 break  # one reading per line: the first sentence that says something
         if found:
             break
+    if len(letters) >= 2 and not found and not lines:
+        same = _one_repeated_option(raw)
+        if same is not None and _option_names(same):
+            # J29: "A. Japan\nB. Japan\nC. Japan" is one answer, Japan
+            got = _read_sentence(same, ctx, True, False)
+            if got is not None and got.kind == "ANSWER" and got.rule != "J24":
+                return Reading(got.kind, got.span, got.key, got.canonical, got.confidence,
+                               "J29")
     if len(letters) >= 2 and not found:
         return Reading("UNPARSEABLE", rule="J4")
     if not found:
