@@ -103,20 +103,15 @@ def _score_labels(labels: list[Path], benches: list[Path], tmp: Path) -> list[Pa
         by_model: dict[str, list[str]] = {}
         for line_no, line in enumerate(open(path, encoding="utf-8"), 1):
             row = json.loads(line)
-            q = scorer.query_for(GenerationRecord.model_validate({
+            gen = GenerationRecord.model_validate({
                 **{k: row[k] for k in ("model", "query_id", "fact_id", "relation",
                                        "condition_family")},
                 "raw_response": row["raw_answer"], "generation_config": config,
-                "prompt_version": "labels"}), path, line_no)
-            gen = GenerationRecord.model_validate({
-                "model": row["model"], "query_id": q.query_id, "fact_id": q.fact_id,
-                "relation": q.relation, "condition_family": q.condition_family,
-                "language": q.language, "use_for_main_forward": q.use_for_main_forward,
-                "use_for_reverse_analysis": q.use_for_reverse_analysis,
-                "use_for_recognition_analysis": q.use_for_recognition_analysis,
-                "answer_in_subject_surface": q.answer_in_subject_surface,
-                "raw_response": row["raw_answer"], "generation_config": config,
                 "prompt_version": "labels"})
+            q = scorer.query_for(gen, path, line_no)  # exit 2 on a foreign or mismatched row
+            gen = gen.model_copy(update={k: getattr(q, k) for k in (
+                "language", "use_for_main_forward", "use_for_reverse_analysis",
+                "use_for_recognition_analysis", "answer_in_subject_surface")})
             res = scorer.score(gen, q)
             rec = ScoredRecord.model_validate(gen.model_dump() | {
                 "label": res.label, "extracted_answer": res.extracted_answer,
