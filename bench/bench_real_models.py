@@ -1,6 +1,6 @@
 """Real models on CPU: bf16 against float32 generation, J-Lens passes, time per pipeline stage.
 
-Five measurements, each within one process (ratios, never absolute goals in tests):
+Six measurements, each within one process (ratios, never absolute goals in tests):
 
 * ``dtype``: the same greedy queries through :class:`fks.generate.backends.hf.HFBackend` in
   float32 and in bfloat16 (both loaded through the one GGUF resolver), interleaved arms, best
@@ -26,6 +26,11 @@ Five measurements, each within one process (ratios, never absolute goals in test
   second, the padding share of prefill positions and the share of decode rows past EOS::
 
       python bench/bench_real_models.py profile --model gemma-3-270m --benchmark B --n 128
+
+* ``logprobs``: the per-step log-prob kernel alone, eager against the compiled fused pass
+  (issue 29), with both arms' error against float64::
+
+      python bench/bench_real_models.py logprobs --batch-size 64 --vocab 262144
 
 * ``stages``: the wall and CPU seconds per stage (and the cores each kept busy) recorded in
   the ``pipeline`` section of run manifests (``fks run`` writes them), side by side::
@@ -185,12 +190,18 @@ def bench_generate(args: argparse.Namespace) -> dict:
     back = {p: i for i, p in enumerate(by_length)}
     best: dict[str, float] = {}
     texts: dict[str, list[str]] = {}
+    import os
+
     for _ in range(args.repeats):
         for batch in args.batches:
-            secs, _, out = _generate(backend, by_length, batch)
-            out = [out[back[p]] for p in prompts]
-            best[f"fks_b{batch}"] = min(best.get(f"fks_b{batch}", secs), secs)
-            texts[f"fks_b{batch}"] = out
+            for arm, compile_env in (("fks", "1"), *((("fks_eager", "0"),) if args.eager
+                                                     else ())):
+                os.environ["FKS_COMPILE"] = compile_env  # read at every decoding step
+                secs, _, out = _generate(backend, by_length, batch)
+                out = [out[back[p]] for p in prompts]
+                best[f"{arm}_b{batch}"] = min(best.get(f"{arm}_b{batch}", secs), secs)
+                texts[f"{arm}_b{batch}"] = out
+            os.environ["FKS_COMPILE"] = "1"
             secs, out = _plain_generate(backend, prompts, batch)
             best[f"plain_b{batch}"] = min(best.get(f"plain_b{batch}", secs), secs)
             texts[f"plain_b{batch}"] = out
@@ -199,9 +210,13 @@ def bench_generate(args: argparse.Namespace) -> dict:
     bar_fks = texts[f"fks_b{args.batches[-1]}"][: args.bar]
     _, single = _plain_generate(backend, prompts[: args.bar], 1)
     n_equal = sum(a == b for a, b in zip(bar_fks, single, strict=True))
+    eager = best.get(f"fks_eager_b{args.batches[-1]}")
     return {"model": args.model, "dtype": backend.dtype, "queries": len(prompts),
+            "logprob_kernel": backend.describe()["kernels"]["logprob_kernel"],
             "seconds_best_of": {k: round(v, 2) for k, v in best.items()},
             "fks_default_over_plain_best": round(plain_best / fks_default, 2),
+            **({"fks_compiled_over_eager_kernel": round(eager / fks_default, 2)}
+               if eager else {}),
             "answers_equal_to_plain_one_at_a_time": f"{n_equal} of {len(single)}",
             "answers_equal_across_fks_batches": sum(
                 len(set(col)) == 1 for col in zip(*(texts[f"fks_b{b}"] for b in args.batches),
@@ -288,6 +303,41 @@ def bench_profile(args: argparse.Namespace) -> dict:
             "decode_rows_past_eos_share": round(rows_done / rows, 3) if rows else None}
 
 
+def bench_logprobs(args: argparse.Namespace) -> dict:
+    """The per-step log-prob kernel alone on random ``(batch, vocab)`` float32 logits (issue 29).
+
+    Eager (``max`` then ``torch.logsumexp``: three passes) against the compiled fused pass
+    (:func:`fks.generate.backends.hf._fused_chosen`), interleaved, best of ``--repeats``, the
+    compile timed apart; both arms' error against a float64 reference, and the argmax agreement.
+    """
+    import torch
+
+    from fks.generate.backends import hf
+
+    torch.manual_seed(0)
+    x = torch.randn(args.batch_size, args.vocab) * 4
+    out: dict[str, float] = {}
+    with torch.inference_mode():
+        t = time.perf_counter()
+        hf._fused_chosen(x)
+        out["compile_and_first_call_s"] = round(time.perf_counter() - t, 2)
+        best = {"eager": float("inf"), "fused": float("inf")}
+        for _ in range(args.repeats):
+            for name, fn in (("eager", hf._eager_chosen), ("fused", hf._fused_chosen)):
+                t = time.perf_counter()
+                fn(x)
+                best[name] = min(best[name], time.perf_counter() - t)
+        ref = x.double().max(-1).values - torch.logsumexp(x.double(), -1)
+        (e, te), (f, tf) = hf._eager_chosen(x), hf._fused_chosen(x)
+    return {"batch": args.batch_size, "vocab": args.vocab, "threads": torch.get_num_threads(),
+            **out, "ms_per_step": {k: round(v * 1000, 2) for k, v in best.items()},
+            "fused_over_eager": round(best["eager"] / best["fused"], 2),
+            "max_abs_error_vs_float64": {"eager": float((e.double() - ref).abs().max()),
+                                         "fused": float((f.double() - ref).abs().max())},
+            "argmax_equal": bool(torch.equal(te, tf)),
+            "kernel": hf.logprob_kernel(args.vocab)}
+
+
 def bench_stages(args: argparse.Namespace) -> dict:
     table = {}
     for run in args.runs:
@@ -327,6 +377,12 @@ def main() -> None:
     p.add_argument("--batches", type=int, nargs="+", default=[16, 64])
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--bar", type=int, default=24)
+    p.add_argument("--eager", action="store_true",
+                   help="also time fks with the eager log-prob kernel (FKS_COMPILE=0)")
+    p = sub.add_parser("logprobs")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--vocab", type=int, default=262144)
+    p.add_argument("--repeats", type=int, default=20)
     p = sub.add_parser("profile")
     p.add_argument("--model", default="gemma-3-270m")
     p.add_argument("--benchmark", required=True)
@@ -337,7 +393,7 @@ def main() -> None:
     p.add_argument("runs", nargs="+")
     args = parser.parse_args()
     fn = {"dtype": bench_dtype, "jlens": bench_jlens, "generate": bench_generate,
-          "profile": bench_profile, "stages": bench_stages}[args.cmd]
+          "profile": bench_profile, "stages": bench_stages, "logprobs": bench_logprobs}[args.cmd]
     print(json.dumps(fn(args), indent=2))
 
 

@@ -195,3 +195,45 @@ def test_model_generation_defaults_are_ignored(tiny_model_dir, tmp_path):
         tokens, logps, finish = _reference_greedy(b.model, ids, eos, MAX_NEW)
         assert out.text == b.tokenizer.decode(tokens, skip_special_tokens=True)
         assert out.answer_logprobs == pytest.approx(logps, abs=1e-4)
+
+
+def test_the_fused_logprob_kernel_matches_eager_and_a_float64_reference():
+    # issue 29: a large vocabulary's log-probs come from one compiled pass (float64 sums)
+    import torch
+
+    from fks.generate.backends import hf
+
+    torch.manual_seed(0)
+    for batch in (3, 8):  # a dynamic batch: one compile serves both
+        x = torch.randn(batch, hf.FUSED_MIN_VOCAB * 2) * 4
+        with torch.inference_mode():
+            fused, tok = hf._fused_chosen(x)
+            eager, tok_eager = hf._eager_chosen(x)
+        ref = x.double().max(-1).values - torch.logsumexp(x.double(), -1)
+        assert torch.equal(tok, tok_eager)
+        assert (fused.double() - ref).abs().max() < 1e-5
+        assert (fused - eager).abs().max() < 1e-5
+    assert hf.logprob_kernel(hf.FUSED_MIN_VOCAB) == "inductor"
+    assert hf.logprob_kernel(hf.FUSED_MIN_VOCAB - 1) == "eager"
+
+
+def test_a_failed_compile_falls_back_to_eager_once_and_says_so(monkeypatch, caplog):
+    import torch
+
+    from fks.generate.backends import hf
+
+    def broken(fn, **kw):
+        def call(*a):
+            raise RuntimeError("no C++ compiler")
+        return call
+
+    monkeypatch.setattr(hf, "_FUSED", {})
+    monkeypatch.setattr(torch, "compile", broken)
+    x = torch.randn(2, hf.FUSED_MIN_VOCAB)
+    lp, tok = hf._fused_chosen(x)
+    eager, tok_eager = hf._eager_chosen(x)
+    assert torch.equal(lp, eager) and torch.equal(tok, tok_eager)
+    assert "using eager reductions" in caplog.text
+    assert hf.logprob_kernel(hf.FUSED_MIN_VOCAB) == "eager (compile failed)"
+    monkeypatch.setenv("FKS_COMPILE", "0")
+    assert hf.logprob_kernel(hf.FUSED_MIN_VOCAB) == "eager"

@@ -203,3 +203,13 @@ def test_demo_json_prints_only_the_results_on_stdout(tmp_path, configs, capsys, 
     cap = capsys.readouterr()
     assert Results.model_validate_json(cap.out).run.model == "model-a"
     assert "fks demo headline table" in cap.err
+
+
+def test_the_kernel_line_names_the_logprob_kernel():
+    # issue 29: the report's run table says which kernel computed the answer log-probs
+    from fks.report.results import _kernels
+
+    k = {"torch": "2.13.0", "threads": 2, "cpu_capability": "AVX512", "mkldnn": True,
+         "float32_matmul_precision": "highest"}
+    assert "log-probs" not in _kernels(k)  # a manifest written before the kernel was recorded
+    assert _kernels({**k, "logprob_kernel": "inductor"}).endswith("log-probs inductor")

@@ -364,6 +364,58 @@ def kernel_settings() -> dict[str, Any]:
             "float32_matmul_precision": torch.get_float32_matmul_precision()}
 
 
+#: vocabularies at least this large take the compiled log-prob kernel (Gemma's 262,144 words;
+#: a small vocabulary's eager reduction costs little, and tests and the demo stay eager)
+FUSED_MIN_VOCAB = 32768
+_FUSED: dict[str, Any] = {}
+
+
+def _fused_chosen(scores: Any) -> tuple[Any, Any]:
+    """``(max - logsumexp, argmax)`` of ``(batch, vocab)`` logits in one fused pass.
+
+    Compiled once per process with ``torch.compile`` (inductor's C++ CPU kernels, a dynamic
+    batch): one read of the logits instead of the eager path's three, and the sum of
+    exponentials accumulated in float64, so it is closer to a float64 reference than eager
+    ``torch.logsumexp`` (``bench_real_models.py logprobs``). Falls back to eager -- once,
+    with a warning -- when compiling fails (no C++ compiler); ``FKS_COMPILE=0`` turns it off.
+    """
+    import torch
+
+    fn = _FUSED.get("fn")
+    if fn is None and "failed" not in _FUSED:
+        def chosen(s: Any) -> tuple[Any, Any]:
+            s = s.float()
+            top, token = s.max(dim=-1)
+            return (-torch.log(torch.exp(s - top[:, None]).double().sum(-1))).float(), token
+
+        fn = torch.compile(chosen, dynamic=True)
+    if fn is not None:
+        try:
+            out = fn(scores)
+            _FUSED["fn"] = fn
+            return out
+        except Exception as exc:  # noqa: BLE001 - any compiler failure falls back to eager
+            _FUSED["failed"] = repr(exc)[:200]
+            _FUSED.pop("fn", None)
+            log.warning("compiled log-prob kernel unavailable (%s); using eager reductions",
+                        _FUSED["failed"])
+    return _eager_chosen(scores)
+
+
+def _eager_chosen(scores: Any) -> tuple[Any, Any]:
+    import torch
+
+    top, token = scores.float().max(dim=-1)
+    return top - torch.logsumexp(scores.float(), dim=-1), token
+
+
+def logprob_kernel(vocab: int) -> str:
+    """Name the kernel that computes answer log-probs for a vocabulary (recorded)."""
+    if vocab < FUSED_MIN_VOCAB or os.environ.get("FKS_COMPILE", "1") == "0":
+        return "eager"
+    return "eager (compile failed)" if "failed" in _FUSED else "inductor"
+
+
 class _ChosenLogprobs:
     """A logits processor that keeps, per decoding step, the log-prob of the greedy token.
 
@@ -379,10 +431,10 @@ class _ChosenLogprobs:
         self.steps: list[tuple[Any, Any]] = []
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import torch
-
-        top, token = scores.float().max(dim=-1)
-        self.steps.append((top - torch.logsumexp(scores.float(), dim=-1), token))
+        if logprob_kernel(scores.shape[-1]) == "inductor":
+            self.steps.append(_fused_chosen(scores))
+        else:
+            self.steps.append(_eager_chosen(scores))
         return scores
 
     def chosen(self, new: Any, eos_ids: list[int]) -> Any:
@@ -504,6 +556,11 @@ class HFBackend:
             pad_token_id=self.tokenizer.pad_token_id,
         )
 
+    def _vocab_size(self) -> int:
+        out = self.model.get_output_embeddings()
+        weight = getattr(out, "weight", None)
+        return int(weight.shape[0]) if weight is not None else len(self.tokenizer)
+
     def _eos_ids(self) -> list[int]:
         eos = getattr(self.model.generation_config, "eos_token_id", None)
         if eos is None:
@@ -616,4 +673,7 @@ class HFBackend:
                 "prompt_truncation": "keep BOS + last max_prompt_len tokens",
                 **({"max_time_s": self.max_time_s} if self.max_time_s is not None else {}),
             }
-        return dict(self._describe)
+        # the log-prob kernel is named at each call: a compile that failed since is shown
+        return {**self._describe, "kernels": {**self._describe["kernels"],
+                                              "logprob_kernel": logprob_kernel(
+                                                  self._vocab_size())}}
