@@ -742,3 +742,22 @@ def test_j11_a_part_of_a_place_after_the_year_is_dropped(gaz):
              "Where was Anna Kovacs born?", ("Anna Kovacs",), PLACES, gaz,
              frozenset("where was born".split()))
     assert r[:2] == ("ANSWER", "SEMANTIC_zorbury")
+
+
+# -- release 10 (stop 35): tuned on every set before ../fresh8 (../fresh7 included) ---------
+def test_a_regnal_number_ends_no_sentence_before_lower_case(gaz):
+    # "Innozenz XI. erlag in" is one sentence, the prompt repeated (J30)
+    known = EntityLexicon({"ENTITY_Q1": ("Innozenz XI.", ["Innozenz XI."])})
+    r = read("\nInnozenz XI. erlag in\nAnswer:\nInnozenz XI. erlag in\n", "Innozenz XI. erlag in",
+             ("Innocent XI",), PLACES, known, frozenset("erlag in died".split()))
+    assert r[0] == "UNPARSEABLE", r
+    # a Roman numeral at a real sentence end still ends it
+    from fks.judge._reader import _sentences
+    assert _sentences("He was the son of Henry VIII. He died in Paris.") == [
+        "He was the son of Henry VIII.", "He died in Paris."]
+
+
+@pytest.mark.parametrize("raw", ["\nThe 1990s.\nAnswer:\nThe 1990s.", " The 1940s.\nWhere did"])
+def test_j27_a_bare_decade_after_an_article_is_a_wrong_type_answer(raw, gaz):
+    r = read(raw, FOUNDED_Q, ("The Rolling Stones",), PLACES, gaz, FOUNDED)
+    assert r[0] == "ANSWER" and r[1] in ("SEMANTIC_1990", "SEMANTIC_1940") and r[2] == "J27"

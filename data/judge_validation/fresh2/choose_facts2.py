@@ -6,7 +6,9 @@ with ``/work/real/fresh3/choice.json 4``: rank 4 of every relation, for release 
 fourth, ``../fresh4``, with ``/work/real/fresh4/choice.json 5``, and the fifth, ``../fresh5``,
 with ``/work/real/fresh5/choice.json 6``; stop 34 wrote the sixth, ``../fresh6``, with
 ``/work/real/fresh6/choice.json 7``; stop 35 the seventh, ``../fresh7``, with
-``/work/real/fresh7/choice.json 8``)
+``/work/real/fresh7/choice.json 8``, and the eighth, ``../fresh8``, with
+``/work/real/fresh8/choice.json 9,10``: ranks 9 and 10, 44 facts, so that the BCS gap is
+measured over twice as many facts)
 
 The first fresh set (`../fresh/choice.json`) took rank 1 (test) and rank 2 (dev) of every relation
 under the ranking and exclusions of `../fresh/choose_facts.py`. Its test split has been read for
@@ -35,9 +37,11 @@ THIRD = Path(__file__).resolve().parent.parent / "fresh3" / "choice.json"
 FOURTH = Path(__file__).resolve().parent.parent / "fresh4" / "choice.json"
 FIFTH = Path(__file__).resolve().parent.parent / "fresh5" / "choice.json"
 SIXTH = Path(__file__).resolve().parent.parent / "fresh6" / "choice.json"
+SEVENTH = Path(__file__).resolve().parent.parent / "fresh7" / "choice.json"
 
 
-def choose(rank: int = 3):
+def choose(rank: int = 3, ranks: tuple[int, ...] = ()):
+    """``rank`` of every relation; with ``ranks`` (stop 35: ``9,10``), each of those ranks."""
     bench = load_benchmark(cf.CURRENT)
     order = {f.fact_id: i for i, f in enumerate(bench.facts)}
     by_rel: dict[str, list] = collections.defaultdict(list)
@@ -60,33 +64,37 @@ def choose(rank: int = 3):
 
     first = json.loads(FIRST.read_text(encoding="utf-8"))
     used = set(first["test"]) | set(first["dev"])
-    for r, path in ((3, SECOND), (4, THIRD), (5, FOURTH), (6, FIFTH), (7, SIXTH)):  # the later sets' facts too
+    for r, path in ((3, SECOND), (4, THIRD), (5, FOURTH), (6, FIFTH), (7, SIXTH), (8, SEVENTH)):  # the later sets' facts too
         if rank > r:
             used |= set(json.loads(path.read_text(encoding="utf-8"))["test"])
     test, detail = [], []
     for rel, fs in by_rel.items():
         ranked = sorted((f for f in fs if f.fact_id not in excluded), key=key)
         # the same ranking as the earlier sets: their facts are the ranks above this one
-        assert {f.fact_id for f in ranked[:rank - 1]} <= used, rel
-        f = ranked[rank - 1]
-        assert f.fact_id not in used
-        test.append(f.fact_id)
-        detail.append({"split": "test", "fact_id": f.fact_id, "relation": rel,
-                       "subject": f.subject.canonical, "object": f.object.canonical,
-                       "families": sorted(fams[f.fact_id]), "languages": sorted(langs[f.fact_id]),
-                       "rank_in_relation": order[f.fact_id] - order[fs[0].fact_id]})
+        assert {f.fact_id for f in ranked[:min(ranks or (rank,)) - 1]} <= used, rel
+        for r in ranks or (rank,):
+            f = ranked[r - 1]
+            assert f.fact_id not in used
+            test.append(f.fact_id)
+            detail.append({"split": "test", "fact_id": f.fact_id, "relation": rel, "rank": r,
+                           "subject": f.subject.canonical, "object": f.object.canonical,
+                           "families": sorted(fams[f.fact_id]),
+                           "languages": sorted(langs[f.fact_id]),
+                           "rank_in_relation": order[f.fact_id] - order[fs[0].fact_id]})
     stats = {"relations": len(by_rel), "excluded_total": len(excluded), **info}
     return test, detail, stats
 
 
 if __name__ == "__main__":
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/real/fresh2/choice.json")
-    rank = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    test, detail, stats = choose(rank)
+    arg = sys.argv[2] if len(sys.argv) > 2 else "3"
+    ranks = tuple(int(x) for x in arg.split(","))
+    rank = ranks[0]
+    test, detail, stats = choose(rank, ranks if len(ranks) > 1 else ())
     out.parent.mkdir(parents=True, exist_ok=True)
-    rule = (f"rank {rank} of every relation under the exclusions and ranking of "
+    rule = (f"rank {arg} of every relation under the exclusions and ranking of "
             "../fresh/choose_facts.py (ranks 1 and 2 are the first fresh set's test and dev "
-            "facts, ranks 3 to 7 the second to sixth sets')")
+            "facts, ranks 3 to 8 the second to seventh sets')")
     out.write_text(json.dumps({"test": test, "dev": [], "rule": rule, "current_build": cf.CURRENT,
                                "stats": stats, "facts": detail}, ensure_ascii=False, indent=1)
                    + "\n", encoding="utf-8")

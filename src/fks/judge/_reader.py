@@ -160,6 +160,10 @@ Rules (J1-J30; every rule is general: none is keyed to an entity, fact or answer
   a place after a year adjunct too (``born in 1858 in the town of Kaman`` -> Kaman). An
   underscore separates words (``Le_Point``; :func:`fks.text.normalize`, shared with the
   scorer). J28, on the whole group, is :func:`fks.judge._alias.join_variants`.
+* **Release 10 (stop 35; tuned on every set before ``fresh8``, ``fresh7`` included).** A full
+  stop after a Roman numeral ends no sentence when the text goes on in lower case (``Innozenz
+  XI. erlag in``, a German regnal ordinal; so J30 sees the whole echo); J27 reads a bare
+  decade or year after an article (``The 1990s.``).
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
@@ -202,17 +206,22 @@ _HEADER_LINE = re.compile(r"(?m)^[ \t]*([^\W\d_]+(?:[ \t]+[^\W\d_]+)?)[ \t]*[:ï¼
 _TAG = re.compile(r"</?[A-Za-z][^<>]{0,40}>|\*\*|__|`")
 #: a sentence piece ending with an initialism's full stop (``F.C.``, ``U.S.``, ``J.``)
 _INITIALISM_END = re.compile(r"(?:^|[\s(])(?:[A-Z]\.)+$")
+#: release 10: a regnal number's full stop (``Innozenz XI. erlag in``, the German ordinal)
+_REGNAL_END = re.compile(r"\s[IVXLC]{1,6}\.$")
 
 
 def _sentences(text: str) -> list[str]:
     """Split ``text`` at sentence ends (``_SENTENCE``), not after an initialism.
 
     ``Beijing Guoan F.C. is located in Beijing`` is one sentence: a full stop closing a run
-    of single capital letters with stops (``F.C.``, ``U.S.``) abbreviates, it ends nothing.
+    of single capital letters with stops (``F.C.``, ``U.S.``) abbreviates, it ends nothing;
+    nor does one after a Roman numeral when the text goes on in lower case (``Innozenz XI.
+    erlag in``: German writes a regnal ordinal with a stop).
     """
     out: list[str] = []
     for piece in _SENTENCE.split(text):
-        if out and _INITIALISM_END.search(out[-1]):
+        if out and (_INITIALISM_END.search(out[-1])
+                    or (_REGNAL_END.search(out[-1]) and piece[:1].islower())):
             out[-1] = f"{out[-1]} {piece}"
         else:
             out.append(piece)
@@ -1315,7 +1324,7 @@ def _option_names(text: str) -> bool:
 
 
 #: J27: a line holding only a year or a decade, perhaps after "in"
-_BARE_YEAR = re.compile(r"(?i)^\s*(?:in\s+)?(((?:1[0-9]|20)\d{2})s?)\.?\s*$")
+_BARE_YEAR = re.compile(r"(?i)^\s*(?:in\s+|the\s+)?(((?:1[0-9]|20)\d{2})s?)\.?\s*$")
 #: J21: ``[article] NAME [noun] is a ...``: a sentence that defines NAME
 _DEFINITION = re.compile(
     r"^\W*(?:(?:the|le|la|les|der|die|das|el|los|las)\s+)?(?P<name>[^\W\d_][\w'â€™-]*"
