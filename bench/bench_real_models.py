@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -190,8 +191,6 @@ def bench_generate(args: argparse.Namespace) -> dict:
     back = {p: i for i, p in enumerate(by_length)}
     best: dict[str, float] = {}
     texts: dict[str, list[str]] = {}
-    import os
-
     for _ in range(args.repeats):
         for batch in args.batches:
             for arm, compile_env in (("fks", "1"), *((("fks_eager", "0"),) if args.eager

@@ -176,7 +176,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
 
@@ -346,11 +346,10 @@ class _Context:
                  foreign: frozenset[str] = frozenset()) -> None:
         self.query_norm, self.query_words = _query_parts(query)
         # J6: the query's sentences before the question (a context query's distractor)
-        self.context_sentences = tuple(normalize(p) for p in _sentences(query.strip())[:-1])
-        # J30: the asked sentence (the query's last) and the words the query writes in lower
-        # case (its predicate, not the subject's name)
-        asked = _sentences(query.strip())
-        self._asked = semantic_key(asked[-1]) if asked else ""
+        sentences = _sentences(query.strip())
+        self.context_sentences = tuple(normalize(p) for p in sentences[:-1])
+        # J30: the asked sentence (the query's last)
+        self._asked = semantic_key(sentences[-1]) if sentences else ""
         self.slot = slot
         self.foreign = foreign - slot
         self.mentions = mentions
@@ -1439,8 +1438,7 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
             # J29: "A. Japan\nB. Japan\nC. Japan" is one answer, Japan
             got = _read_sentence(same, ctx, True, False)
             if got is not None and got.kind == "ANSWER" and got.rule != "J24":
-                return Reading(got.kind, got.span, got.key, got.canonical, got.confidence,
-                               "J29")
+                return replace(got, rule="J29")
     if len(letters) >= 2 and not found:
         return Reading("UNPARSEABLE", rule="J4")
     if not found:
