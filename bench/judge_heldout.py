@@ -193,4 +193,12 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from fks.errors import FksInputError
+
+    try:
+        main()
+    except FksInputError as exc:  # a bad label row or benchmark: file, line and field, exit 2
+        import sys
+
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
