@@ -761,3 +761,175 @@ def test_a_regnal_number_ends_no_sentence_before_lower_case(gaz):
 def test_j27_a_bare_decade_after_an_article_is_a_wrong_type_answer(raw, gaz):
     r = read(raw, FOUNDED_Q, ("The Rolling Stones",), PLACES, gaz, FOUNDED)
     assert r[0] == "ANSWER" and r[1] in ("SEMANTIC_1990", "SEMANTIC_1940") and r[2] == "J27"
+
+
+# -- release 11 (stop 36): tuned on every set before ../fresh9 (../fresh8 included) ---------
+POSITIONS = EntityLexicon({
+    "ENTITY_Q1": ("linebacker", ["linebacker", "Linebacker"]),
+    "ENTITY_Q2": ("pitcher", ["pitcher", "lanzador", "Pitcher"]),
+    "ENTITY_Q3": ("midfielder", ["midfielder", "milieu de terrain", "Mittelfeldspieler"]),
+})
+POSITION = frozenset("what position does play plays played as joue comme juega como spielt als"
+                     .split())
+POSITION_Q = "What position does Graham Barrow play?"
+
+
+@pytest.mark.parametrize("raw", [" Right-handed.\nGraham Barrow is a right-handed catcher.",
+                                 " Right wing.\n\nGraham Barrow is a right wing."])
+def test_a_word_going_on_after_right_is_no_verdict(raw, gaz):
+    # "Right-handed" is a (wrong-type) answer on its first line, not the verdict "right"
+    r = read(raw, POSITION_Q, ("Graham Barrow",), POSITIONS, gaz, POSITION)
+    assert r[0] == "ANSWER" and r[1] in ("SEMANTIC_right-handed", "SEMANTIC_right wing"), r
+
+
+@pytest.mark.parametrize("line, verdict", [
+    ("100% correct", True), ("Yes, it is", True), ("no", True), ("True.", True),
+    ("Correct answer", True), ("Right-handed", False), ("Right wing", False),
+    ("No Doubt", False), ("Wrong Way Records", False)])
+def test_an_evaluative_line_is_a_placeholder_only_when_the_verdict_ends_it(line, verdict):
+    from fks.score.extract import is_placeholder
+    assert is_placeholder(line) is verdict
+
+
+def test_the_scorer_reads_a_handedness_line_as_an_answer():
+    r = score_answer(" Right-handed.\nHe is a pitcher.", ["pitcher"], query=POSITION_Q,
+                     subject_aliases=["Graham Barrow"])
+    assert r.label != "unparseable" and r.extracted_answer.lower().startswith("right"), r
+
+
+@pytest.mark.parametrize("raw, year", [(" in the 1960s.\n\nHe was a musician.", "1960"),
+                                       (" 1970's\nMarc Bolan is represented by EMI.", "1970"),
+                                       ("\nIn the 1980s.", "1980")])
+def test_j27_a_decade_after_in_the_or_with_an_apostrophe(raw, year, gaz):
+    r = read(raw, FOUNDED_Q, ("The Rolling Stones",), PLACES, gaz, FOUNDED)
+    assert r == ("ANSWER", f"SEMANTIC_{year}", "J27"), r
+
+
+@pytest.mark.parametrize("raw, key", [
+    (" In the north of Italy, in the Alps.\nAnswer:", "ENTITY_Q38"),
+    (" In the south of the country, in the province of Paris.\nQuestion: ...", "ENTITY_Q90"),
+    ("\nIn the northern part of the country, in the valley of the river Danube.", None),
+    (" En el norte de Italia, en los Alpes.", "ENTITY_Q38"),
+    (" Dans le nord de la France.", "ENTITY_Q142"),
+])
+def test_j31_a_line_of_place_phrases_answers_a_where_question(raw, key, gaz):
+    r = read(raw, "In which country is Lake Como located?", ("Lake Como",), PLACES, gaz, LOCATED)
+    # a phrase the older rules already read as naming the entity keeps their reading
+    assert r[0] == "ANSWER" and r[2] in (("J31", "J6") if raw.startswith(" Dans") else ("J31",)), r
+    if key is not None:
+        assert r[1] == key
+    else:
+        assert r[1] == "ENTITY_Q1653" or "danube" in r[1].lower()
+
+
+@pytest.mark.parametrize("raw", [
+    " in the north of the country.\nThe territory is in the north.",
+    " On the network that was used by the BBC.\nQuestion: ...",
+    " in the studio of the famous conductor, who was a member of the Berlin Philharmonic.",
+])
+def test_j31_a_place_phrase_that_names_nothing_or_describes_is_no_answer(raw, gaz):
+    r = read(raw, "In which country is Lake Como located?", ("Lake Como",), PLACES, gaz, LOCATED)
+    assert r[2] != "J31" and (r[0] == "UNPARSEABLE" or r[1] != "SEMANTIC_country"), r
+
+
+@pytest.mark.parametrize("raw, key", [
+    (" He plays as a receiver.\nWhat is the difference between a receiver and a quarterback?",
+     "SEMANTIC_receiver"),
+    ("\nGraham Barrow is a linebacker. He plays for Georgia.", "ENTITY_Q1"),
+    (" Graham Barrow plays as a pitcher for the Yankees.", "ENTITY_Q2"),
+])
+def test_j32_the_noun_after_the_predicate_or_a_known_position_is_the_answer(raw, key, gaz):
+    r = read(raw, POSITION_Q, ("Graham Barrow",), POSITIONS, gaz, POSITION)
+    assert r[:2] == ("ANSWER", key) and r[2] in ("J32", "J11"), r
+
+
+@pytest.mark.parametrize("raw", [" Graham Barrow is a professional football player.",
+                                 " Graham Barrow is a 20-year-old American actor.",
+                                 " He is a member of the Royal Society."])
+def test_j32_a_description_with_no_known_position_asserts_nothing(raw, gaz):
+    assert read(raw, POSITION_Q, ("Graham Barrow",), POSITIONS, gaz, POSITION)[0] == "UNPARSEABLE"
+
+
+def test_j32_a_description_is_still_no_answer_where_objects_are_names(gaz):
+    r = read(" Lake Como is a lake in the north of Italy.", "In which country is Lake Como "
+             "located?", ("Lake Como",), PLACES, gaz, LOCATED)
+    assert r[2] != "J32"
+
+
+def test_a_two_letter_abbreviation_in_capitals_fills_the_slot(gaz):
+    r = read(" The headquarters of Delage is in the UK.\nWhat is the address?",
+             "Where is the headquarters of Delage?", ("Delage",), PLACES, gaz,
+             frozenset("where is the headquarters of located in".split()))
+    assert r[0] == "ANSWER" and r[1] in ("SEMANTIC_uk", "ENTITY_Q145"), r
+
+
+def test_j29_articles_do_not_count_against_a_repeated_option_name(gaz):
+    raw = ("\nA. the British East India Company\nB. the British East India Company\n"
+           "C. the British East India Company\nD. the British")
+    r = read(raw, "Where did Robert Clive work?", ("Robert Clive",), PLACES, gaz,
+             frozenset("where did work worked in".split()))
+    assert r[0] == "ANSWER" and r[2] == "J29", r
+
+
+@pytest.mark.parametrize("raw, key", [
+    ("\nLake Como is a small town in the north of Italy. It is located in the middle of",
+     "ENTITY_Q38"),
+    ("\nLake Como is a tropical island in the north of France.", "ENTITY_Q142"),
+    ("\nLake Como est une ville en Italie.", None),  # French: the class phrase's article "une"
+])
+def test_j33_a_class_in_a_place_answers_where_it_is_located(raw, key, gaz):
+    r = read(raw, "In which country is Lake Como located?", ("Lake Como",), PLACES, gaz, LOCATED)
+    if key is None:
+        assert r[0] == "ANSWER", r
+    else:
+        assert r[:2] == ("ANSWER", key) and r[2] == "J33", r
+
+
+@pytest.mark.parametrize("raw", [
+    "\nLake Como is a small town in the north of the country. It is located in the",
+    "\nLake Como is a type of protein found in the cells of the human body.",
+    "\nLake Como is a small town in the\nLake Como, located in the\nLake Como, located",
+    "\nLake Como is a major media company in the United",  # cut by the budget
+])
+def test_j33_a_class_phrase_naming_no_place_is_no_answer(raw, gaz):
+    r = read(raw, "In which country is Lake Como located?", ("Lake Como",), PLACES, gaz, LOCATED)
+    assert r[2] != "J33", r
+
+
+def test_j33_only_for_a_where_located_slot(gaz):
+    # asked the capital, "is a city in ..." is read by the older rules as before, not by J33
+    r = read("\nLake Como is a city in the north of Italy.", "What is the capital of Lake Como?",
+             ("Lake Como",), PLACES, gaz, frozenset("what is the capital of".split()))
+    assert r[2] != "J33", r
+
+
+@pytest.mark.parametrize("raw, subject, query, slot, key", [
+    ("\n\nDNB Bank is a bank that is based in Paris.\n\nAnswer:", ("DNB Bank",),
+     "Where is the headquarters of DNB Bank?",
+     frozenset("where is the headquarters of based located in".split()), "ENTITY_Q90"),
+    ("\nGraham Barrow is a Dutch professional footballer who plays as a midfielder for Utrecht.",
+     ("Graham Barrow",), POSITION_Q, POSITION, "ENTITY_Q3"),
+])
+def test_j34_a_relative_clause_restating_the_predicate_fills_the_slot(raw, subject, query, slot,
+                                                                     key, gaz):
+    lexicon = POSITIONS if slot is POSITION else PLACES
+    r = read(raw, query, subject, lexicon, gaz, slot)
+    # a known position in the phrase is J32's already
+    assert r[:2] == ("ANSWER", key) and r[2] in (("J34", "J32") if slot is POSITION else ("J34",))
+
+
+def test_j34_a_relative_clause_on_another_predicate_is_no_answer(gaz):
+    r = read("\nDNB Bank is a bank that was sold in 1990 to Paris investors.",
+             "Where is the headquarters of DNB Bank?", ("DNB Bank",), PLACES, gaz,
+             frozenset("where is the headquarters of based located in".split()))
+    assert r[2] != "J34", r
+
+
+@pytest.mark.parametrize("raw, key", [
+    (" Lake Como is located in the Lombardy region.\nAnswer:", "SEMANTIC_lombardy"),
+    (" Lake Como is located in the Lombardy Region.\nAnswer:", "SEMANTIC_lombardy region"),
+])
+def test_a_lower_case_class_noun_after_a_name_in_the_slot_qualifies_it(raw, key, gaz):
+    r = read(raw, "In which country is Lake Como located?", ("Lake Como",), PLACES,
+             EntityLexicon({}), LOCATED)
+    assert r[:2] == ("ANSWER", key), r

@@ -9,7 +9,7 @@ names (the *subject*), the relation's lexicon (every entity filling that slot an
 benchmark) and the gazetteer (every entity of the benchmark and of the packaged mParaRel
 gazetteer, all relations, six languages; :mod:`fks.judge._gazetteer`).
 
-Rules (J1-J30; every rule is general: none is keyed to an entity, fact or answer string):
+Rules (J1-J34; every rule is general: none is keyed to an entity, fact or answer string):
 
 * **J1 Empty.** An empty or blank continuation is ``UNPARSEABLE`` (no answer; never a cluster
   of its own).
@@ -164,6 +164,23 @@ Rules (J1-J30; every rule is general: none is keyed to an entity, fact or answer
   stop after a Roman numeral ends no sentence when the text goes on in lower case (``Innozenz
   XI. erlag in``, a German regnal ordinal; so J30 sees the whole echo); J27 reads a bare
   decade or year after an article (``The 1990s.``).
+* **Release 11 (stop 36; tuned on every set before ``fresh9``, ``fresh8`` included).** J31: a
+  sentence made only of place phrases, every clause opening with a preposition (``In the
+  north of Russia, in the Ural Mountains.``), is the asked slot's filler cut out of its
+  sentence; its clauses are read in turn as J11 reads a filler (``in the south of the
+  country`` names nothing, so ``in the province of Sibenik`` answers), a relative clause makes
+  it a description. J32: where the relation's objects are common nouns (positions), the
+  article after the restated predicate opens the filler (``He plays as a receiver``) and
+  ``<subject> is a linebacker`` names a known one. J33: asked where the subject is located,
+  ``<subject> is a small town in the north of the Czech Republic`` answers with the place
+  after the class noun phrase. J34: a relative clause after the class phrase that restates
+  the predicate (``a bank that is based in ...``) fills the slot. J27 reads ``in the 1960s``
+  and ``1970's``. In a filler, a lower-case class noun after a name qualifies it (``the
+  Munich region``, ``the ABC network``), a two-letter capitalised abbreviation is a name
+  (``the UK``), and a name of the context's other sentence is that entity (R-context), not an
+  echo's fragment. The scorer's and the judge's J4 verdict (``Right``, ``No``) must end its
+  line or clause: ``Right-handed`` and ``Right wing`` are answers. J29 counts a repeated
+  option's words without its articles.
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
@@ -845,7 +862,7 @@ def _blank_after_in_at(query: str) -> bool:
 
 
 #: J12: a line that is only a year (or decade), a date or a timestamp
-_DATE_LINE = re.compile(r"^\s*(((?:1[0-9]|20)\d{2})(?:s|年)?)"
+_DATE_LINE = re.compile(r"^\s*(((?:1[0-9]|20)\d{2})(?:s|'s|’s|年)?)"
                         r"(?:-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?\S*)?)?\s*\.?\s*$")
 _YEAR = re.compile(r"^\W*(?:in|en|im|в|于|在)?\s*(?:(?:the\s+)?year\s+|l'année\s+|el\s+año\s+|"
                    r"(?:dem\s+)?jahr\s+)?(\d{4})(?:s|er|年|-\d{2}(?:-\d{2})?)?(?!\d)")
@@ -942,6 +959,7 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
         lead += 1
     if lead:
         pos = ms[lead - 1].end()
+    asserted = common = False  # J32: a predicate word after the subject; "is a <noun>" read
     for i, m in enumerate(ms):
         if i < lead:
             continue
@@ -951,9 +969,22 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
         if w in _INDEFINITE:
             nxt = ms[i + 1].group() if i + 1 < len(ms) else ""
             if nxt not in ctx.slot or nxt in _FUNCTION:
+                if asserted or ctx.lexicon.common_nouns:
+                    # J32 (release 11): after the predicate the article opens the filler
+                    # ("plays as a receiver"); where the relation's objects are common nouns,
+                    # "is a linebacker" names one (read below only when it is a known one)
+                    pos = m.start()
+                    common = not asserted
+                    break
+                got = _relative_filler(rest[m.end():], sentence, ctx)
+                if got is not None:
+                    return got
+                if ctx.slot & _LOCATED:
+                    return _located_class(rest[m.end():], sentence, ctx)
                 return None  # "is a country in ..." describes; "is a citizen of" is the slot
         if pred(w):
             predicate.append(w)
+            asserted = True
             nxt = ms[i + 1].group() if i + 1 < len(ms) else ""
             if nxt in _OF and ctx.object_of(w) \
                     and not ctx.mask_subject(rest[ms[i + 1].end():])[1]:
@@ -961,6 +992,13 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
         pos = m.end()
     else:
         pos = len(rest)
+    if common:
+        filler = rest[pos:]
+        cut = re.search(r"[.;!?。,]\s|[.;!?。,]$", filler)
+        named = _first_named(filler[:cut.start()] if cut else filler, sentence, ctx.lexicon)
+        if named is None:
+            return None  # "is a 20-year-old" names no position: a description
+        return _entity(ctx.lexicon, named[1], filler, sentence, "J32", ctx)
     if not predicate:
         return None
     filler = rest[pos:].strip(" ,:;")
@@ -968,6 +1006,83 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
     filler = filler[:cut.start()] if cut else filler
     if not has_content(filler):
         return None
+    return _read_filler(filler, sentence, ctx)
+
+
+#: J33: the predicate words of a "where is it located" slot, in the six languages
+_LOCATED = frozenset("located situé située situés encuentra ubicado ubicada befindet liegt "
+                     "находится расположен расположена 位于".split())
+#: J33: a class noun phrase ("small town", "tropical island") then a place preposition
+_CLASS_THEN_IN = re.compile(r"^((?:[a-zà-öø-ÿ-]+ ){0,3}[a-zà-öø-ÿ-]+) (?:in|on|at|en|dans|à|au)"
+                            r" (.+)$")
+
+
+_RELATIVE_START = re.compile(r"^((?:[\w'’-]+ ){1,6}?)(?:who|that|which|qui|que|der|die|das|"
+                             r"который|которая|которое) (.+)$")
+
+
+def _relative_filler(rest: str, sentence: str, ctx: _Context) -> Reading | None:
+    """J34 (release 11): ``is a bank that is based in the United Kingdom``.
+
+    After the subject's class noun phrase (up to six words, no punctuation), a relative clause
+    that restates the asked predicate (slot words up to a predicate word: ``that is based in``,
+    ``who plays as``) fills the slot with what follows, read as J11 reads a filler.
+    """
+    m = _RELATIVE_START.match(rest.strip())
+    if m is None:
+        return None
+    ms = list(_WORD.finditer(m.group(2)))
+    end = seen = 0
+    for w in ms:
+        t = w.group()
+        if has_cjk(t) or not (t in ctx.slot or t in _FUNCTION):
+            break
+        if t in _INDEFINITE and seen:
+            break  # "who plays as a winger": the article opens the filler (J32)
+        seen += t in ctx.slot and len(t) >= 4
+        end = w.end()
+    if not seen:
+        return None
+    filler = m.group(2)[end:].strip(" ,:;")
+    cut = re.search(r"[.;!?。]\s|[.;!?。]$", filler)
+    filler = filler[:cut.start()] if cut else filler
+    if not has_content(filler):
+        return None
+    got = _read_filler(filler, sentence, ctx)
+    if got is None or got.kind != "ANSWER" or got.rule == "J5":
+        return None
+    return replace(got, rule="J34")
+
+
+def _located_class(rest: str, sentence: str, ctx: _Context) -> Reading | None:
+    """J33 (release 11): ``<subject> is a small town in the north of the Czech Republic``.
+
+    Asked where the subject is located, a sentence that puts it in a class ("a small town",
+    "a river", "a county") *in* a place answers with that place: the first place named after
+    the preposition (J11's filler reading; ``the north of the country`` names none, and the
+    sentence is then no answer). The class noun phrase is up to four lower-case words with no
+    function word (``a type of protein found in the cells`` is no class phrase). For any
+    other slot, "is a country in ..." stays a description (J8).
+    """
+    m = _CLASS_THEN_IN.match(rest.strip())
+    if m is None or any(w in _FUNCTION for w in m.group(1).split()):
+        return None
+    written = _written(sentence)
+    if any((written.get(w) or "a")[:1].isupper() for w in _tokens(m.group(1))):
+        return None  # a capitalised word is a name, not a class noun
+    filler = m.group(2).split(" ")
+    while filler and filler[0] in _ARTICLES:
+        filler.pop(0)
+    if not [w for w in filler if w not in _FUNCTION]:
+        return None  # "is a small town in the" cut by the budget
+    got = _read_filler(" ".join(filler), sentence, ctx)
+    if got is None or got.kind != "ANSWER" or got.rule == "J5":
+        return None  # "a small town in the <subject>": no place of its own
+    return replace(got, rule="J33")
+
+
+def _read_filler(filler: str, sentence: str, ctx: _Context) -> Reading | None:
+    """J11: read the words that fill the asked slot (normalised ``filler`` of ``sentence``)."""
     masked, n_again = ctx.mask_subject(filler)
     if n_again and all(w in _ARTICLES or w in _FUNCTION for w in _tokens(masked)):
         return _subject_answer(sentence, ctx)  # J5: the subject fills its own slot
@@ -999,18 +1114,98 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
     if part:  # J26: "the north of the Caspian Sea", "the city of Vinci": the name after "of"
         filler = filler[part.end():]
     words = _tokens(filler)
+    if words and words[0] in _INDEFINITE and ctx.lexicon.common_nouns:
+        # J32: "plays as a receiver": where the relation's objects are common nouns, the noun
+        # after the restated predicate's article is the answer (up to a function word)
+        head = []
+        for w in words[1:]:
+            if w in _FUNCTION or has_cjk(w):
+                break
+            head.append(w)
+        key = " ".join(head)
+        if not head or len(head) > STRING_MAX_WORDS or len(key) < 3 \
+                or is_placeholder(key, ctx.numeric) or ctx.is_fragment(head):
+            return None
+        return Reading("ANSWER", key, f"SEMANTIC_{key}", key, 0.5, "J32")
     if not words or words[0] in _INDEFINITE or len(words) > STRING_MAX_WORDS:
         return None
     head = _ASIDE.split(filler, maxsplit=1)[0].strip()
+    hw = head.split(" ")
+    while len(hw) > 1 and hw[-1] in ctx.slot and hw[-1] not in _FUNCTION:
+        hw.pop()  # release 11: "the ABC network": the relation's own class noun qualifies
+    written = _written(sentence)
+    if len(hw) >= 2 and (written.get(hw[-1]) or "A")[:1].islower() \
+            and hw[-1] not in _FUNCTION and _all_capitalised(" ".join(hw[:-1]), sentence) \
+            and sentence.lower() != sentence:
+        hw.pop()  # release 11: "the Munich region": a class noun after a name qualifies it
+    head = " ".join(hw)
     key = semantic_key(head)
-    if len(key) < 3 or not _looks_named(head, sentence) or is_placeholder(key, ctx.numeric) \
-            or ctx.is_fragment(_tokens(key)) or not _all_capitalised(head, sentence):
+    # a two-letter name must be written in capitals, an abbreviation ("in the UK"): the slot
+    # holds it; elsewhere two letters are a fragment
+    short = len(key) == 2 and key.isalpha() and re.search(
+        r"(?<!\w)" + re.escape(key.upper()) + r"(?!\w)", sentence) is not None
+    # a name of the context's other sentence is its entity (R-context), not an echo's fragment
+    distractor = any(re.search(r"(?<!\w)" + re.escape(key) + r"(?!\w)", c)
+                     for c in ctx.context_sentences) \
+        and not ctx.restates(normalize(sentence), key)  # not that sentence's words reshuffled
+    if (len(key) < 3 and not short) or not _looks_named(head, sentence) \
+            or is_placeholder(key, ctx.numeric) \
+            or (ctx.is_fragment(_tokens(key)) and not distractor) \
+            or not _all_capitalised(head, sentence):
         return None
     return Reading("ANSWER", head, f"SEMANTIC_{key}", head, 0.5, "J11")
 
 
+#: J31: words that open a relative clause: a phrase holding one is a description
+_RELATIVE = frozenset("that which who whom whose where que qui quien quienes donde dont "
+                      "welcher welche welches который которая которое которые где".split())
+
+
+def _read_fragment(sentence: str, ctx: _Context) -> Reading | None:
+    """J31 (release 11): a sentence made only of place phrases answers a where-question.
+
+    ``In the north of Russia, in the Ural Mountains.`` or ``In the province of Karnataka.``
+    names no subject and no predicate: every clause opens with a preposition, and the whole is
+    the filler of the asked slot cut out of its sentence (the guide's R-first: the first named
+    entity). The clauses are read in turn, each as a slot's filler (J11, J26: ``the south of
+    the country`` names nothing, so ``in the province of Sibenik`` answers); the first that
+    names something is the answer. A clause that is no place phrase (``in the studio of the
+    conductor, who was a member of ...``) makes the sentence something else, read by the other
+    rules. A first line that is only a year or decade is J27's.
+    """
+    norm = normalize(_PAREN.sub("", sentence))
+    clauses = [c.strip() for c in re.split(r"[,;，；]", norm) if c.strip()]
+    if not clauses or ctx.mask_subject(norm)[1] or opens_with_pronoun(norm):
+        return None
+    fillers = []
+    for clause in clauses:
+        words = clause.split(" ", 1)
+        if len(words) < 2 or words[0] not in _IN_AT \
+                or any(w in _RELATIVE for w in _tokens(words[1])):
+            return None  # "on the network that was used by the BBC" describes
+        rest = words[1].split(" ")
+        while len(rest) > 1 and rest[0] in _ARTICLES:
+            rest.pop(0)  # as J11's walk drops them after the predicate
+        fillers.append(" ".join(rest))
+    for filler in fillers:
+        got = _read_filler(filler, sentence, ctx) if has_content(filler) else None
+        if got is not None and got.kind == "ANSWER" and got.span and (
+                got.key.startswith("ENTITY_") or has_cjk(got.span)
+                or any(m.group()[:1].isupper()
+                       for m in _name_pattern(got.span).finditer(_deaccent(sentence)))):
+            return replace(got, rule="J31")  # "in the north of the country." names nothing
+    return None
+
+
 def _read_sentence(sentence: str, ctx: _Context, bare: bool, completes: bool
                    ) -> Reading | None:
+    """J5-J9 on one sentence, then J31: a reading, or None (nothing asserted here)."""
+    got = _read_clauses(sentence, ctx, bare, completes)
+    return got if got is not None else _read_fragment(sentence, ctx)
+
+
+def _read_clauses(sentence: str, ctx: _Context, bare: bool, completes: bool
+                  ) -> Reading | None:
     """J5-J9 on one sentence: a reading, or None (nothing asserted here).
 
     ``bare``: the sentence is a whole short line (at most four words), an answer on its own;
@@ -1306,12 +1501,13 @@ def _one_repeated_option(raw: str) -> str | None:
 
 
 def _option_names(text: str) -> bool:
-    """J29: the repeated option is a name: at most four words, every content word capitalised
-    once an article and a part-of head are dropped (``the city of Vienna``); a description
-    (``the French border``, ``the ocean``), a placeholder (``a``, ``100%``) names nothing."""
+    """J29: the repeated option is a name: at most four words besides articles, every content
+    word capitalised once an article and a part-of head are dropped (``the city of Vienna``);
+    a description (``the French border``, ``the ocean``), a placeholder (``a``, ``100%``)
+    names nothing."""
     norm = normalize(text)
-    if len(_tokens(norm)) > STRING_MAX_WORDS:
-        return False
+    if len([w for w in _tokens(norm) if w not in _ARTICLES]) > STRING_MAX_WORDS:
+        return False  # release 11: an article is no word of the name (the British East ...)
     if has_cjk(text):
         return True
     part = _PART_OF.match(norm)
@@ -1323,7 +1519,7 @@ def _option_names(text: str) -> bool:
 
 
 #: J27: a line holding only a year or a decade, perhaps after "in"
-_BARE_YEAR = re.compile(r"(?i)^\s*(?:in\s+|the\s+)?(((?:1[0-9]|20)\d{2})s?)\.?\s*$")
+_BARE_YEAR = re.compile(r"(?i)^\s*(?:in\s+)?(?:the\s+)?(((?:1[0-9]|20)\d{2})(?:s|'s|’s)?)\.?\s*$")
 #: J21: ``[article] NAME [noun] is a ...``: a sentence that defines NAME
 _DEFINITION = re.compile(
     r"^\W*(?:(?:the|le|la|les|der|die|das|el|los|las)\s+)?(?P<name>[^\W\d_][\w'’-]*"
@@ -1427,6 +1623,10 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
             if reading is not None and reading.rule == "J5" and 0 < i == len(lines) - 1 \
                     and norm_line == cut and _tokens(norm_line)[0] in _ARTICLES:
                 reading = None  # J18: "Der CarPlay" cut by the budget starts a sentence
+            if reading is not None and reading.rule in ("J31", "J33") and reading.span \
+                    and i == len(lines) - 1 and norm_line == cut \
+                    and normalize(sentence).endswith(normalize(reading.span)):
+                reading = None  # J18: "a media company in the United" cut by the budget
             if reading is not None:
                 found.append(reading)
                 break  # one reading per line: the first sentence that says something

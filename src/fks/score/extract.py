@@ -171,7 +171,10 @@ _HEADER = re.compile(r"^[^\W\d_]+(?:\s+[^\W\d_]+)?\s*[:：]$")
 _DIGITS = re.compile(r"^[\d\W_]+$")
 _EVALUATIVE = re.compile(
     r"^(?:[\d\s%.,]*\s*)?(?:100\s*%\s*)?(?:correct|incorrect|true|false|right|wrong|yes|no|"
-    r"vrai|faux|verdadero|falso|richtig|falsch|верно|неверно|да|нет|对|错|正确|错误)\b",
+    r"vrai|faux|verdadero|falso|richtig|falsch|верно|неверно|да|нет|对|错|正确|错误)"
+    # release 11: the verdict ends the line or a clause ("Yes, it is", "100% correct."); a word
+    # going on ("Right-handed", "Right wing", "No Doubt") is a name or a description, no verdict
+    r"(?=\s*(?:[.,!;:。，！]|$)|\s+(?:it|that|this|is|answer|c'est|es|ist)\b)",
     re.IGNORECASE,
 )
 _QUESTION_START = re.compile(
