@@ -181,6 +181,16 @@ Rules (J1-J34; every rule is general: none is keyed to an entity, fact or answer
   echo's fragment. The scorer's and the judge's J4 verdict (``Right``, ``No``) must end its
   line or clause: ``Right-handed`` and ``Right wing`` are answers. J29 counts a repeated
   option's words without its articles.
+* **Release 12 (stop 36; tuned on every set before ``fresh10``, ``fresh9`` included).** J15
+  and J23: a name written with capitals before ``of`` is a longer name around the alias
+  (``the Horn of Africa``, ``the 100th Judicial District of Illinois``), another entity unless
+  the lexicons say otherwise; the subject's own name with a trade word (an invented
+  ``Nickelback Records``) is another entity. J17's R-qualifier reads any gazetteer entity,
+  not only the relation's (``the town of Vinci, in the province of Florence`` -> Vinci), and
+  a qualified name from the context's other sentence is that entity (R-context). A full stop
+  inside the subject's own name (``Wz. 35 anti-tank rifle``) ends no sentence. J30: a word of
+  the subject's name is no predicate word (the title ``My Name Is Earl`` repeated is the
+  subject, not an echo). J33's class phrase may hold a slot word (``a county located in``).
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
@@ -227,14 +237,19 @@ _INITIALISM_END = re.compile(r"(?:^|[\s(])(?:[A-Z]\.)+$")
 _REGNAL_END = re.compile(r"\s[IVXLC]{1,6}\.$")
 
 
-def _sentences(text: str) -> list[str]:
+def _sentences(text: str, names: tuple[str, ...] = ()) -> list[str]:
     """Split ``text`` at sentence ends (``_SENTENCE``), not after an initialism.
 
     ``Beijing Guoan F.C. is located in Beijing`` is one sentence: a full stop closing a run
     of single capital letters with stops (``F.C.``, ``U.S.``) abbreviates, it ends nothing;
     nor does one after a Roman numeral when the text goes on in lower case (``Innozenz XI.
-    erlag in``: German writes a regnal ordinal with a stop).
+    erlag in``: German writes a regnal ordinal with a stop). Release 12: nor one inside a
+    ``names`` entry written in the text (the subject ``Wz. 35 anti-tank rifle``).
     """
+    guard = "\u2024"  # ONE DOT LEADER stands in for a name's own full stops while splitting
+    for name in names:
+        text = re.sub(re.escape(name), lambda m: m.group().replace(".", guard), text,
+                      flags=re.IGNORECASE)
     out: list[str] = []
     for piece in _SENTENCE.split(text):
         if out and (_INITIALISM_END.search(out[-1])
@@ -242,7 +257,7 @@ def _sentences(text: str) -> list[str]:
             out[-1] = f"{out[-1]} {piece}"
         else:
             out.append(piece)
-    return out
+    return [p.replace(guard, ".") for p in out] if names else out
 _ASIDE = re.compile(r"[,;(（，；]| [-–—] ")
 _WORD = re.compile(r"[^\W_]+")  # a word; an underscore separates (``Rio_de_Janeiro``)
 #: what may stand between two entities of a list or an alternative (J6)
@@ -370,6 +385,9 @@ class _Context:
         self.slot = slot
         self.foreign = foreign - slot
         self.mentions = mentions
+        #: release 12: the subject's names with a full stop inside (``Wz. 35``), kept whole
+        #: when a line is split into sentences
+        self.dotted = tuple(m for m in mentions if re.search(r"\.\s", m))
         self._heads, self._name_words, self._mention_aliases = _mention_parts(mentions)
         self.lexicon = lexicon
         self.gazetteer = gazetteer
@@ -385,8 +403,11 @@ class _Context:
         J5's subject answer; a context query's other sentence, J6's. Caseless CJK lines, whose
         subject and predicate fks cannot tell apart, are left to the other rules."""
         key = semantic_key(line)
+        # a word of the subject's own name is no predicate word (release 12: the title "My
+        # Name Is Earl" holds the template's "name")
         return not has_cjk(key) and self._asked.startswith(key) \
-            and any(w in self.slot and len(w) >= 4 for w in _tokens(key))
+            and any(w in self.slot and len(w) >= 4 and w not in self._name_words
+                    for w in _tokens(key))
 
     def governed_elsewhere(self, stripped: str, span: str) -> bool:
         """J14: ``span`` fills another relation's predicate in its clause (``born in Paris``).
@@ -747,7 +768,10 @@ def _entity(lex: EntityLexicon, key: str, stripped: str, sentence: str, rule: st
     span = _name_around(alias, stripped, sentence) if alias else clean(sentence)
     if ctx is not None and alias and span != alias:
         extra = _tokens(span.replace(alias, " ", 1))
-        if extra and not all(w in ORG_SUFFIXES for w in extra):
+        # release 12: the subject's name with a trade word is another entity (an invented
+        # "Nickelback Records" is no name of the band Nickelback)
+        renamed = alias in ctx._mention_aliases and span not in ctx._mention_aliases
+        if extra and (renamed or not all(w in ORG_SUFFIXES for w in extra)):
             for other in (ctx.lexicon, ctx.gazetteer):
                 keys = other.keys_of(span) if other is not None else frozenset()
                 if len(keys) == 1:
@@ -791,14 +815,20 @@ def _qualified(span: str, stripped: str, sentence: str, ctx: _Context) -> Readin
         if not words or has_cjk(span) or sentence.lower() == sentence:
             return None
         name = " ".join(words)
-        if ctx.is_fragment(words) or ctx.from_subject_name(words):
+        context = any(re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", c)
+                      for c in ctx.context_sentences)  # R-context: the distractor's name
+        if (ctx.is_fragment(words) and not context) or ctx.from_subject_name(words):
             return None
         return Reading("ANSWER", name, f"SEMANTIC_{semantic_key(name)}", name, 0.5, "J17")
     a, b, alias = min(cands, key=lambda f: f[0])  # the longest name ending there
     keys = gaz.keys_of(alias)
-    if not keys or ctx.in_query(gaz, min(keys, key=_qid_order)):
+    if not keys:
         return None
     key = min(keys, key=_qid_order)
+    if ctx.in_query(gaz, key) and not any(  # R-context (release 12): the distractor's entity
+            _contains(c, a) for c in ctx.context_sentences for a in gaz.aliases(key)) \
+            or any(a in ctx._mention_aliases for a in gaz.aliases(key)):
+        return None
     if key in ctx.lexicon.keys_of(span):
         return None
     return Reading("ANSWER", alias, key, gaz.canonical(key), 1.0, "J17")
@@ -830,6 +860,20 @@ def _name_around(alias: str, stripped: str, sentence: str) -> str:
             if not re.fullmatch(r"\w+", w) or not name_word(w):
                 break
             before.insert(0, w)
+    if not before and re.search(r"(?:^| )(?:of|de|du|del|von) $", head):
+        # release 12: "the Horn of Africa", "the 100th Judicial District of Illinois": a name
+        # written with capitals before "of" is a longer name around the alias (J23 decides
+        # whether it is another entity)
+        words = head.rstrip().split(" ")
+        of = words.pop()
+        named: list[str] = []
+        for w in reversed(words):
+            if not re.fullmatch(r"\w+", w) or not (name_word(w) or re.fullmatch(
+                    r"\d+(?:st|nd|rd|th)", w) and named):
+                break
+            named.insert(0, w)
+        if named and name_word(named[-1]):
+            before = [*named, of]
     after: list[str] = []
     rest = stripped[at + len(alias):]
     if rest.startswith(" "):
@@ -1065,8 +1109,8 @@ def _located_class(rest: str, sentence: str, ctx: _Context) -> Reading | None:
     other slot, "is a country in ..." stays a description (J8).
     """
     m = _CLASS_THEN_IN.match(rest.strip())
-    if m is None or any(w in _FUNCTION for w in m.group(1).split()):
-        return None
+    if m is None or any(w in _FUNCTION and w not in ctx.slot for w in m.group(1).split()):
+        return None  # "a county located in" keeps the slot's own word
     written = _written(sentence)
     if any((written.get(w) or "a")[:1].isupper() for w in _tokens(m.group(1))):
         return None  # a capitalised word is a name, not a class noun
@@ -1092,11 +1136,12 @@ def _read_filler(filler: str, sentence: str, ctx: _Context) -> Reading | None:
     year = _YEAR.match(filler)
     if first:  # a named entity fills the slot even after a year adjunct ("in 1961 in X")
         pos, key, lex = min(first, key=lambda f: f[0])
-        if lex is ctx.lexicon:  # J17: the relation's entity may only qualify a name before it
-            alias = next(m[2] for m in lex.find_all(filler, normalized=True) if m[0] == pos)
-            qualified = _qualified(alias, filler, sentence, ctx)
-            if qualified is not None:
-                return qualified
+        # J17: the entity may only qualify a name before it ("the city of Inoue, Japan"; the
+        # relation's entity, and from release 12 any gazetteer entity)
+        alias = next(m[2] for m in lex.find_all(filler, normalized=True) if m[0] == pos)
+        qualified = _qualified(alias, filler, sentence, ctx)
+        if qualified is not None:
+            return qualified
         return _entity(lex, key, filler, sentence, "J11", ctx)
     if year is not None:
         # "founded in 1961 in the United States": a name after the year adjunct fills the slot
@@ -1317,6 +1362,9 @@ def _read_clauses(sentence: str, ctx: _Context, bare: bool, completes: bool
                 return None
             if ctx.governed_elsewhere(stripped, span):
                 return None  # J14
+            qualified = _qualified(span, stripped, sentence, ctx)
+            if qualified is not None:
+                return qualified  # J17 (release 12): "the town of Vinci, in the province of X"
             return _entity(ctx.gazetteer, g, text, sentence, "J6", ctx)
     if bare and not n_subject and ctx.is_echo(words) and _distractor_name(head, sentence, ctx):
         # J6: a bare line that is a name of the context sentence ("Dodge 600" after "Dodge 600
@@ -1613,7 +1661,7 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
         if ctx.echoes_query(text):
             continue  # J30: the prompt repeated ("Averroes es seguidor de")
         bare = len(_tokens(norm_line)) <= STRING_MAX_WORDS
-        for j, sentence in enumerate(_sentences(text)):
+        for j, sentence in enumerate(_sentences(text, ctx.dotted)):
             if not has_content(sentence):
                 continue
             if _defines_other(sentence, ctx):
