@@ -10,7 +10,8 @@ with ``/work/real/fresh5/choice.json 6``; stop 34 wrote the sixth, ``../fresh6``
 ``/work/real/fresh8/choice.json 9,10``: ranks 9 and 10, 44 facts, so that the BCS gap is
 measured over twice as many facts; stop 36 the ninth, ``../fresh9``, with
 ``/work/real/fresh9/choice.json 11,12``, and the tenth, ``../fresh10``, with
-``/work/real/fresh10/choice.json 13,14``)
+``/work/real/fresh10/choice.json 13,14``, and the eleventh, ``../fresh11``, with
+``/work/real/fresh11/choice.json 15,16``, the first labelled under the guide's §8)
 
 The first fresh set (`../fresh/choice.json`) took rank 1 (test) and rank 2 (dev) of every relation
 under the ranking and exclusions of `../fresh/choose_facts.py`. Its test split has been read for
@@ -42,6 +43,7 @@ SIXTH = Path(__file__).resolve().parent.parent / "fresh6" / "choice.json"
 SEVENTH = Path(__file__).resolve().parent.parent / "fresh7" / "choice.json"
 EIGHTH = Path(__file__).resolve().parent.parent / "fresh8" / "choice.json"
 NINTH = Path(__file__).resolve().parent.parent / "fresh9" / "choice.json"
+TENTH = Path(__file__).resolve().parent.parent / "fresh10" / "choice.json"
 
 
 def choose(rank: int = 3, ranks: tuple[int, ...] = ()):
@@ -69,7 +71,8 @@ def choose(rank: int = 3, ranks: tuple[int, ...] = ()):
     first = json.loads(FIRST.read_text(encoding="utf-8"))
     used = set(first["test"]) | set(first["dev"])
     for r, path in ((3, SECOND), (4, THIRD), (5, FOURTH), (6, FIFTH), (7, SIXTH), (8, SEVENTH),
-                    (10, EIGHTH), (12, NINTH)):  # the later sets' facts too
+                    (10, EIGHTH), (12, NINTH),
+                    (14, TENTH)):  # the later sets' facts too
         if rank > r:
             used |= set(json.loads(path.read_text(encoding="utf-8"))["test"])
     test, detail = [], []
@@ -99,7 +102,7 @@ if __name__ == "__main__":
     out.parent.mkdir(parents=True, exist_ok=True)
     rule = (f"rank {arg} of every relation under the exclusions and ranking of "
             "../fresh/choose_facts.py (ranks 1 and 2 are the first fresh set's test and dev "
-            "facts, ranks 3 to 12 the second to ninth sets')")
+            "facts, ranks 3 to 14 the second to tenth sets')")
     out.write_text(json.dumps({"test": test, "dev": [], "rule": rule, "current_build": cf.CURRENT,
                                "stats": stats, "facts": detail}, ensure_ascii=False, indent=1)
                    + "\n", encoding="utf-8")
