@@ -47,7 +47,8 @@ def _figures(rep: dict[str, Any]) -> dict[str, float | None]:
             "extraction": (rep.get("extraction") or {}).get("accuracy"),
             "pairs": (rep.get("cluster_equivalence") or {}).get("accuracy"),
             "kappa": (rep.get("correctness") or {}).get("cohen_kappa"),
-            "bcs_gap": (rep.get("bcs_gap") or {}).get("mean_abs_gap")}
+            "bcs_gap": (rep.get("bcs_gap") or {}).get("mean_abs_gap"),
+            "bcs_gap_ci95": (rep.get("bcs_gap") or {}).get("mean_abs_gap_ci95")}
 
 
 def _agree(judged: list[Path], rows: list[dict], tmp: Path) -> dict[str, float | None]:
@@ -64,7 +65,7 @@ def _agree(judged: list[Path], rows: list[dict], tmp: Path) -> dict[str, float |
     try:
         return _figures(judge_agreement(jd, lab))
     except NoOverlap:
-        return dict.fromkeys(("n", *GOALS), None)
+        return dict.fromkeys(("n", *GOALS, "bcs_gap_ci95"), None)
 
 
 def _judge_in_process(scored: list[Path], benches: list[Path], tmp: Path) -> list[Path]:
@@ -125,13 +126,16 @@ def _score_labels(labels: list[Path], benches: list[Path], tmp: Path) -> list[Pa
     return out
 
 
-def _fmt(f: dict[str, float | None]) -> str:
+def _fmt(f: dict[str, Any], ci: bool = False) -> str:
+    """One line of figures; ``ci``: the BCS gap's bootstrap interval over facts after it."""
     def one(k: str) -> str:
         v = f[k]
         if v is None:
             return f"{k} -"
         ok = v <= GOALS[k] if k == "bcs_gap" else v >= GOALS[k]
-        return f"{k} {v:.3f}{'' if ok else '!'}"
+        band = f.get("bcs_gap_ci95") if ci and k == "bcs_gap" else None
+        interval = f" [{band[0]:.3f}, {band[1]:.3f}]" if band else ""
+        return f"{k} {v:.3f}{interval}{'' if ok else '!'}"
     if f["n"] is None:
         return "no judged rows"
     return f"n={f['n']:4d}  " + "  ".join(one(k) for k in GOALS)
@@ -173,7 +177,7 @@ def main() -> None:
         for model in sorted({r["model"] for r in rows}) + ["pooled"]:
             mine = rows if model == "pooled" else [r for r in rows if r["model"] == model]
             block: dict[str, Any] = {"all": _agree(args.judged, mine, tmp)}
-            print(f"{model:24s} {_fmt(block['all'])}")
+            print(f"{model:24s} {_fmt(block['all'], ci=True)}")
             for fam in sorted({r["condition_family"] for r in mine}):
                 block[f"family:{fam}"] = f = _agree(
                     args.judged, [r for r in mine if r["condition_family"] == fam], tmp)

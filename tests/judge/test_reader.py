@@ -296,3 +296,29 @@ def test_bcs_gap_uses_the_products_scorable_fact_rule():
     assert gap["mean_abs_gap"] == pytest.approx(1.0 - 0.8)  # BCS: the modal cluster's share
     # the looser rule (any scorable answer) also compares f1: judge BCS 1.0 vs hand's
     assert gap["any_scorable_answer"]["n_facts"] == 2
+
+
+def test_bcs_gap_carries_a_fact_bootstrap_interval_and_names_the_largest_gaps():
+    """Stop 36: the gap rests on a few dozen facts; the report gives its 95 % interval over
+    facts (seeded, so the same labels give the same interval) and the facts behind it."""
+    from fks.judge._agreement import _bcs_gap
+
+    fams = ["anchor", "paraphrase"]
+    groups, families, a, b = {}, {}, {}, {}
+    for f in range(6):
+        for i, fam in enumerate(fams):
+            q = f"f{f}q{i}"
+            groups[q], families[q] = f"f{f}", fam
+            a[q] = "ENTITY_Q1"
+            # facts 0 and 1 split in the second labeling (BCS 0.5), the others agree
+            b[q] = "ENTITY_Q2" if f < 2 and i == 1 else "ENTITY_Q1"
+    gap = _bcs_gap(a, b, groups, families)
+    assert gap["n_facts"] == 6 and gap["mean_abs_gap"] == pytest.approx(1 / 6)
+    low, high = gap["mean_abs_gap_ci95"]
+    assert 0.0 <= low < gap["mean_abs_gap"] < high <= 0.5
+    assert _bcs_gap(a, b, groups, families)["mean_abs_gap_ci95"] == [low, high]
+    assert [x["group"] for x in gap["largest_gaps"]] == ["f0", "f1"]  # equal facts not named
+    assert gap["largest_gaps"][0] == {"group": "f0", "bcs_a": 1.0, "bcs_b": 0.5}
+    # no fact scorable under both: no interval, nothing named
+    empty = _bcs_gap({"q": "UNPARSEABLE"}, {"q": "UNPARSEABLE"}, {"q": "f"}, {"q": "anchor"})
+    assert empty["mean_abs_gap_ci95"] is None and empty["largest_gaps"] == []

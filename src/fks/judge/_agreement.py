@@ -23,8 +23,9 @@ answers present in both (per ``B`` row; ``A``'s fact ids and analysis groups are
 * **per-fact BCS gap** -- for each fact (and analysis group) with at least two compared
   answers, BCS (spec §16.1, :func:`fks.metrics.behavior.compute_bcs_bes`, over the families
   present) from ``A``'s clusters and from ``B``'s, over the facts that have a BCS under both
-  (the product's scorable-fact rule, see :func:`_bcs_gap`); the mean absolute difference, both
-  means, and how many facts only one labeling can score.
+  (the product's scorable-fact rule, see :func:`_bcs_gap`); the mean absolute difference with
+  a 95 % percentile-bootstrap interval over facts, both means, the facts with the largest
+  gaps, and how many facts only one labeling can score.
 
 **Both sides must be of one benchmark** (issue 28: two benchmarks' files used to match on
 ``query_id`` alone, 815 "common" rows). When both files sit in run directories whose
@@ -202,6 +203,10 @@ SCORER_LABELS: dict[str, tuple[str, str]] = {
 }
 
 
+#: how many facts the agreement report names under ``bcs_gap.largest_gaps``
+GAP_FACTS_SHOWN = 10
+
+
 def _bcs_gap(a: dict[str, str], b: dict[str, str], groups: dict[str, str],
              families: dict[str, str]) -> dict[str, Any]:
     """Per-fact BCS from both labelings, under the product's own fact rule; mean |gap|.
@@ -227,6 +232,7 @@ def _bcs_gap(a: dict[str, str], b: dict[str, str], groups: dict[str, str],
         by_group[groups[qid]].append(qid)
     strict: dict[str, list[float]] = {"gap": [], "a": [], "b": []}
     loose: dict[str, list[float]] = {"gap": [], "a": [], "b": []}
+    facts: list[tuple[str, float, float]] = []  # (group, bcs_a, bcs_b) of the strict facts
     one_side = undefined = 0
     for group in sorted(by_group):
         qids = by_group[group]
@@ -246,6 +252,7 @@ def _bcs_gap(a: dict[str, str], b: dict[str, str], groups: dict[str, str],
         if ok[0] and ok[1]:
             for key, val in (("gap", abs(bcs[0] - bcs[1])), ("a", bcs[0]), ("b", bcs[1])):
                 strict[key].append(val)
+            facts.append((group, bcs[0], bcs[1]))
         elif ok[0] or ok[1]:
             one_side += 1
         else:
@@ -257,7 +264,20 @@ def _bcs_gap(a: dict[str, str], b: dict[str, str], groups: dict[str, str],
                 **{f"mean_{k}": (math.fsum(v[src]) / n if n else None)
                    for k, src in (("abs_gap", "gap"), ("bcs_a", "a"), ("bcs_b", "b"))}}
 
-    return {**block(strict), "n_facts_scorable_one_side": one_side,
+    # stop 36: the gap rests on a few dozen facts, so it carries a percentile-bootstrap
+    # interval over facts (seeded, the EvalHarness default of 1,000 resamples) and names the
+    # facts that make it (the largest per-fact gaps first), for reading, not tuning
+    ci = None
+    if strict["gap"]:
+        from fks.metrics.stats.bootstrap import percentile_bootstrap
+
+        _, low, high = percentile_bootstrap(strict["gap"])
+        ci = [low, high]
+    largest = sorted(facts, key=lambda f: (-abs(f[1] - f[2]), f[0]))[:GAP_FACTS_SHOWN]
+    return {**block(strict), "mean_abs_gap_ci95": ci,
+            "largest_gaps": [{"group": g, "bcs_a": x, "bcs_b": y} for g, x, y in largest
+                             if x != y],
+            "n_facts_scorable_one_side": one_side,
             "n_facts_undefined": undefined,
             "rule": f"facts scorable under both labelings (at least {MIN_ANSWERED_FAMILY_SHARE:g} "
                     "of their main families with a scorable answer), as fks publishes BCS",
