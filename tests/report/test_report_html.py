@@ -123,3 +123,22 @@ def test_a_labelled_set_adds_the_judge_validation_block(tmp_path, configs, tiny_
     plain = build_report([run], configs=configs, out=tmp_path / "p.html",
                          kts_bootstrap=False).read_text()
     assert "Judge validation" not in plain
+
+
+def test_the_judge_validation_block_shows_the_gap_interval(tmp_path, configs, tiny_benchmark_dir):
+    import json
+
+    from report_runs import tiny_run
+
+    run = tiny_run(tmp_path, tiny_benchmark_dir)
+    rows = [json.loads(line) for line in (run / "judged.jsonl").open()]
+    # hand labels that split every fact's answers in two: a BCS gap on every scorable fact
+    hand = [{"query_id": r["query_id"], "kind": "ANSWER", "cluster_id": f"X{i % 2}",
+             "correctness": r["correctness"], "split": "test"} for i, r in enumerate(rows)]
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps(h) + "\n" for h in hand))
+    html = build_report([run], configs=configs, out=tmp_path / "v.html", labels=labels,
+                        kts_bootstrap=False).read_text()
+    block = html.split("Judge validation (spec §18.6)")[1].split("</table>")[0]
+    first = block.split("</tr>")[1]
+    assert re.search(r"<td>\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]</td>$", first.strip()), first

@@ -138,10 +138,10 @@ an interval excluding 0 marks a difference the bootstrap supports.</p>
 
 {% if run.judge_validation %}
 <h3>Judge validation (spec §18.6)</h3>
-<p class="note">Against the hand-labelled answers given with --labels; pairs: within-fact cluster-pair agreement; BCS gap: mean per-fact |BCS(fks) - BCS(hand)|.</p>
+<p class="note">Against the hand-labelled answers given with --labels; pairs: within-fact cluster-pair agreement; BCS gap: mean per-fact |BCS(fks) - BCS(hand)|, with its 95 % bootstrap interval over facts.</p>
 <table>
 <tr><th class="text">split</th><th class="text">labels of</th><th>n</th><th>kind</th><th>extraction</th><th>pairs</th><th>correctness</th><th>&kappa;</th><th>&alpha;</th><th>BCS gap</th></tr>
-{% for v in run.judge_validation %}<tr><td class="text">{{ v.split }}</td><td class="text">{{ v.who }}</td><td>{{ v.n }}</td>{% for x in [v.kind, v.extraction, v.pairs, v.accuracy, v.kappa, v.alpha, v.bcs_gap] %}<td>{{ "%.3f"|format(x) if x is not none else "n/a" }}</td>{% endfor %}</tr>
+{% for v in run.judge_validation %}<tr><td class="text">{{ v.split }}</td><td class="text">{{ v.who }}</td><td>{{ v.n }}</td>{% for x in [v.kind, v.extraction, v.pairs, v.accuracy, v.kappa, v.alpha] %}<td>{{ "%.3f"|format(x) if x is not none else "n/a" }}</td>{% endfor %}<td>{{ "%.3f"|format(v.bcs_gap) if v.bcs_gap is not none else "n/a" }}{% if v.bcs_gap_ci95 %} [{{ "%.3f"|format(v.bcs_gap_ci95[0]) }}, {{ "%.3f"|format(v.bcs_gap_ci95[1]) }}]{% endif %}</td></tr>
 {% endfor %}
 </table>
 {% endif %}

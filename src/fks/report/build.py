@@ -534,7 +534,7 @@ def _judge_validation(r: ReportRun, labels: str | Path | None) -> list[dict[str,
                 "accuracy": part["correctness"]["accuracy"],
                 "kappa": part["correctness"]["cohen_kappa"],
                 "alpha": part["correctness"]["krippendorff_alpha"],
-                "bcs_gap": gap.get("mean_abs_gap")})
+                "bcs_gap": gap.get("mean_abs_gap"), "bcs_gap_ci95": gap.get("mean_abs_gap_ci95")})
     return rows
 
 
