@@ -426,6 +426,10 @@ class _Context:
                  if w in self.foreign or (w in self.slot and (len(w) >= 4 or has_cjk(w)))]
         return bool(marks) and marks[-1] in self.foreign
 
+    def in_context(self, name: str) -> bool:
+        """R-context: normalised ``name`` is written in the query's other (distractor) sentence."""
+        return any(_contains(part, name) for part in self.context_sentences)
+
     def names_query_entity(self, stripped: str) -> bool:
         """Tell whether a known entity named in ``stripped`` is named in the query too."""
         for lex in (self.lexicon, self.gazetteer):
@@ -815,9 +819,8 @@ def _qualified(span: str, stripped: str, sentence: str, ctx: _Context) -> Readin
         if not words or has_cjk(span) or sentence.lower() == sentence:
             return None
         name = " ".join(words)
-        context = any(re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", c)
-                      for c in ctx.context_sentences)  # R-context: the distractor's name
-        if (ctx.is_fragment(words) and not context) or ctx.from_subject_name(words):
+        if (ctx.is_fragment(words) and not ctx.in_context(name)) \
+                or ctx.from_subject_name(words):  # R-context: the distractor's name
             return None
         return Reading("ANSWER", name, f"SEMANTIC_{semantic_key(name)}", name, 0.5, "J17")
     a, b, alias = min(cands, key=lambda f: f[0])  # the longest name ending there
@@ -825,9 +828,9 @@ def _qualified(span: str, stripped: str, sentence: str, ctx: _Context) -> Readin
     if not keys:
         return None
     key = min(keys, key=_qid_order)
-    if ctx.in_query(gaz, key) and not any(  # R-context (release 12): the distractor's entity
-            _contains(c, a) for c in ctx.context_sentences for a in gaz.aliases(key)) \
-            or any(a in ctx._mention_aliases for a in gaz.aliases(key)):
+    aliases = gaz.aliases(key)  # R-context (release 12): the distractor's entity may answer
+    if ctx.in_query(gaz, key) and not any(ctx.in_context(a) for a in aliases) \
+            or any(a in ctx._mention_aliases for a in aliases):
         return None
     if key in ctx.lexicon.keys_of(span):
         return None
@@ -1046,8 +1049,7 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
     if not predicate:
         return None
     filler = rest[pos:].strip(" ,:;")
-    cut = re.search(r"[.;!?。]\s|[.;!?。]$", filler)
-    filler = filler[:cut.start()] if cut else filler
+    filler = _to_sentence_end(filler)
     if not has_content(filler):
         return None
     return _read_filler(filler, sentence, ctx)
@@ -1088,8 +1090,7 @@ def _relative_filler(rest: str, sentence: str, ctx: _Context) -> Reading | None:
     if not seen:
         return None
     filler = m.group(2)[end:].strip(" ,:;")
-    cut = re.search(r"[.;!?。]\s|[.;!?。]$", filler)
-    filler = filler[:cut.start()] if cut else filler
+    filler = _to_sentence_end(filler)
     if not has_content(filler):
         return None
     got = _read_filler(filler, sentence, ctx)
@@ -1123,6 +1124,12 @@ def _located_class(rest: str, sentence: str, ctx: _Context) -> Reading | None:
     if got is None or got.kind != "ANSWER" or got.rule == "J5":
         return None  # "a small town in the <subject>": no place of its own
     return replace(got, rule="J33")
+
+
+def _to_sentence_end(filler: str) -> str:
+    """J11: ``filler`` up to its sentence's end (a stop, semicolon or mark, then space or end)."""
+    cut = re.search(r"[.;!?。]\s|[.;!?。]$", filler)
+    return filler[:cut.start()] if cut else filler
 
 
 def _read_filler(filler: str, sentence: str, ctx: _Context) -> Reading | None:
@@ -1190,8 +1197,7 @@ def _read_filler(filler: str, sentence: str, ctx: _Context) -> Reading | None:
     short = len(key) == 2 and key.isalpha() and re.search(
         r"(?<!\w)" + re.escape(key.upper()) + r"(?!\w)", sentence) is not None
     # a name of the context's other sentence is its entity (R-context), not an echo's fragment
-    distractor = any(re.search(r"(?<!\w)" + re.escape(key) + r"(?!\w)", c)
-                     for c in ctx.context_sentences) \
+    distractor = ctx.in_context(key) \
         and not ctx.restates(normalize(sentence), key)  # not that sentence's words reshuffled
     if (len(key) < 3 and not short) or not _looks_named(head, sentence) \
             or is_placeholder(key, ctx.numeric) \
@@ -1428,7 +1434,7 @@ def _distractor_name(head: str, sentence: str, ctx: _Context) -> bool:
     if not ctx.context_sentences or not words or words[-1] in _FUNCTION \
             or not _looks_named(head, sentence) or not _all_capitalised(head, sentence):
         return False
-    return any(_contains(part, name) for part in ctx.context_sentences)
+    return ctx.in_context(name)
 
 
 def _read_conflict(stripped: str, sentence: str, lex: EntityLexicon) -> Reading | None:
