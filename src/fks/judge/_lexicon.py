@@ -284,7 +284,32 @@ def build_gazetteer(benchmark: Benchmark | None = None, *, packaged: bool = True
             key = entity_key(ent.entity_id, ent.canonical)
             canonical, aliases = table.get(key, (ent.canonical, []))
             table[key] = (canonical, [*aliases, ent.canonical, *ent.aliases])
+    _add_short_names(table)
     return EntityLexicon(table)
+
+
+def _add_short_names(table: dict[str, tuple[str, list[str]]]) -> None:
+    """J28 in the reader (release 13): a formal name's part before ``of`` names the entity.
+
+    ``United States`` is how answers name ``United States of America``, the entity they name
+    most (Wikidata's label is the formal name, and mParaRel ships no aliases). Two words or
+    more before the first `` of ``, opening with a capital (one word, ``Republic`` of
+    ``Republic of Ireland``, is a class noun; ``15th arrondissement`` of ``15th arrondissement
+    of Paris`` is a numbered class), and only where no other entity has that name; the cut is added to the
+    entity's own names in place. :func:`fks.judge._alias.join_variants` did the same after
+    reading, for string answers only: a reader that knows the name also reads it inside a
+    longer filler (``in the United States in 1920``).
+    """
+    taken = {normalize(a) for _, aliases in table.values() for a in aliases}
+    short: dict[str, list[str]] = defaultdict(list)
+    for key, (canonical, _) in table.items():
+        head = canonical.split(" of ", 1)[0] if " of " in canonical else ""
+        if len(head.split()) >= 2 and head[:1].isupper() and normalize(head) not in taken:
+            short[normalize(head)].append(key)
+    for keys in short.values():
+        if len(keys) == 1:
+            canonical, aliases = table[keys[0]]
+            table[keys[0]] = (canonical, [*aliases, canonical.split(" of ", 1)[0]])
 
 
 def build_lexicons(benchmark: Benchmark) -> dict[tuple[str, str], EntityLexicon]:

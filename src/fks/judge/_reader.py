@@ -9,7 +9,7 @@ names (the *subject*), the relation's lexicon (every entity filling that slot an
 benchmark) and the gazetteer (every entity of the benchmark and of the packaged mParaRel
 gazetteer, all relations, six languages; :mod:`fks.judge._gazetteer`).
 
-Rules (J1-J34; every rule is general: none is keyed to an entity, fact or answer string):
+Rules (J1-J35; every rule is general: none is keyed to an entity, fact or answer string):
 
 * **J1 Empty.** An empty or blank continuation is ``UNPARSEABLE`` (no answer; never a cluster
   of its own).
@@ -191,6 +191,18 @@ Rules (J1-J34; every rule is general: none is keyed to an entity, fact or answer
   inside the subject's own name (``Wz. 35 anti-tank rifle``) ends no sentence. J30: a word of
   the subject's name is no predicate word (the title ``My Name Is Earl`` repeated is the
   subject, not an echo). J33's class phrase may hold a slot word (``a county located in``).
+* **Release 13 (stop 37; tuned on every set before ``fresh12``, ``fresh11`` included).** J18:
+  a wrapped sentence's rest may open with a quotation mark (``theory of the\n"double
+  consciousness"`` is one sentence, not a bare quoted answer). J14: a name that only
+  qualifies another place (J17) is checked for another relation's predicate too (``born in
+  the town of Lemberg, Ukraine`` asked where he died). J24: a sentence opening with the
+  capitalised last words of the subject's name, then a slot word, speaks of the subject
+  (``Muti signed to ...`` for Riccardo Muti). J35: ``The country is the United Arab
+  Emirates.``: the question's own noun, a copula, then the filler (not ``The continent is
+  located in ...``, which describes the continent). A founding slot reads a birth verb as its
+  own predicate (:data:`fks.judge._run._SYNONYMS`). The gazetteer knows a formal name cut
+  before ``of`` (``United States``), so a filler reads it inside longer text (``in the United
+  States in the 1920s``).
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
@@ -915,6 +927,8 @@ _YEAR = re.compile(r"^\W*(?:in|en|im|в|于|在)?\s*(?:(?:the\s+)?year\s+|l'ann�
                    r"(?:dem\s+)?jahr\s+)?(\d{4})(?:s|er|年|-\d{2}(?:-\d{2})?)?(?!\d)")
 
 
+#: J35: "the <noun> is <filler>" (English only: the other languages' templates gave no case)
+_SLOT_NOUN_IS = re.compile(r"^\W*the (\w+) (?:is|was) (.+)$")
 _CLASS_NOUN = re.compile(r"^\W*(?:the|le|la|el|der|die|das)\s+(\w+)\s+(\w+)")
 
 
@@ -937,6 +951,19 @@ def _subject_spans(norm: str, ctx: _Context, sentence: str = "") -> list[tuple[i
         for m in _anaphor_pattern(ctx._heads).finditer(norm):
             if all(m.end() <= a or m.start() >= b for a, b in found):
                 found.append(m.span())
+    if not found and sentence:
+        # J24 (release 13): the sentence opens with the last words of the subject's name, then
+        # a slot word ("Muti signed to ..." for Riccardo Muti, "London is the capital of ..."
+        # for the City of London): the subject by a short name
+        ws = list(_WORD.finditer(norm))
+        written = _written(sentence)
+        for n in (2, 1):
+            if len(ws) > n and ws[n].group() in ctx.slot \
+                    and ctx.is_name_tail([w.group() for w in ws[:n]]) \
+                    and norm[:ws[0].start()].strip() == "" \
+                    and all((written.get(w.group()) or "a")[:1].isupper() for w in ws[:n]):
+                found.append((ws[0].start(), ws[n - 1].end()))
+                break
     if not found and sentence:
         m = _CLASS_NOUN.match(norm)
         if m and m.group(1) not in ctx.slot and m.group(1) not in _FUNCTION \
@@ -979,6 +1006,16 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
     norm = normalize(sentence)
     spans = _subject_spans(norm, ctx, sentence)
     if not spans:
+        m = _SLOT_NOUN_IS.match(norm)
+        first = (_tokens(m.group(2)) or [""])[0] if m else ""
+        if m and m.group(1) in ctx.slot and m.group(1) in ctx.query_words \
+                and len(m.group(1)) >= 4 and has_content(m.group(2)) \
+                and not (first in ctx.slot and len(first) >= 4):
+            # (not "The continent is located in ...": a predicate after the copula describes
+            # the noun's own referent)
+            # J35 (release 13): "The position is a right fielder.", "The country is the
+            # United Arab Emirates.": the question's own noun, then a copula, names the filler
+            return _read_filler(_to_sentence_end(m.group(2)), sentence, ctx)
         return None
     a, b = spans[0]
     before = _tokens(norm[:a])
@@ -1332,7 +1369,9 @@ def _read_clauses(sentence: str, ctx: _Context, bare: bool, completes: bool
                 return whole
             first = _qualified(span, stripped, sentence, ctx)
             if first is not None:
-                return first
+                # J14 (release 13): the qualified name may fill another predicate ("born in
+                # the town of Lemberg, Ukraine" asked where he died)
+                return None if ctx.governed_elsewhere(stripped, first.span or "") else first
             return _entity(ctx.lexicon, res.key, stripped, sentence, "J6", ctx)
     elif res.kind == "conflict":
         first = min(ctx.lexicon.find_all(stripped, normalized=True), default=None)
@@ -1369,8 +1408,9 @@ def _read_clauses(sentence: str, ctx: _Context, bare: bool, completes: bool
             if ctx.governed_elsewhere(stripped, span):
                 return None  # J14
             qualified = _qualified(span, stripped, sentence, ctx)
-            if qualified is not None:
-                return qualified  # J17 (release 12): "the town of Vinci, in the province of X"
+            if qualified is not None:  # J17 (release 12): "the town of Vinci, in the province of X"
+                return None if ctx.governed_elsewhere(stripped, qualified.span or "") \
+                    else qualified  # J14 (release 13), as above
             return _entity(ctx.gazetteer, g, text, sentence, "J6", ctx)
     if bare and not n_subject and ctx.is_echo(words) and _distractor_name(head, sentence, ctx):
         # J6: a bare line that is a name of the context sentence ("Dodge 600" after "Dodge 600
@@ -1490,7 +1530,8 @@ def _join_wrapped(raw: str) -> str:
     for line in raw.split("\n"):
         head = line.strip()
         if out and head and line[:1] not in " \t" and _wraps(out[-1]) \
-                and head[:1].isalpha() and not _SCAFFOLD_START.match(head) \
+                and (head[:1].isalpha() or _QUOTE_OPEN.match(head)) \
+                and not _SCAFFOLD_START.match(head) \
                 and head.split()[:2] != out[-1].split()[:2]:  # not a loop restarting the line
             out[-1] = out[-1].rstrip() + " " + head
         else:
@@ -1498,6 +1539,9 @@ def _join_wrapped(raw: str) -> str:
     return "\n".join(out)
 
 
+#: J18 (release 13): a wrapped sentence's rest may open with a quotation mark
+#: (``Buber's theory of the\n"double consciousness"``)
+_QUOTE_OPEN = re.compile(r"^[\"“«„'‘]\w")
 #: J18: lines that open with scaffolding, never a wrapped sentence's rest
 _SCAFFOLD_START = re.compile(
     r"(?i)^(?:\(?[A-E][.):）]|\d{1,2}[.)]|[-*•·>#]|(?:q|question|query|pregunta|frage|"
