@@ -9,7 +9,7 @@ names (the *subject*), the relation's lexicon (every entity filling that slot an
 benchmark) and the gazetteer (every entity of the benchmark and of the packaged mParaRel
 gazetteer, all relations, six languages; :mod:`fks.judge._gazetteer`).
 
-Rules (J1-J35; every rule is general: none is keyed to an entity, fact or answer string):
+Rules (J1-J37; every rule is general: none is keyed to an entity, fact or answer string):
 
 * **J1 Empty.** An empty or blank continuation is ``UNPARSEABLE`` (no answer; never a cluster
   of its own).
@@ -203,6 +203,12 @@ Rules (J1-J35; every rule is general: none is keyed to an entity, fact or answer
   own predicate (:data:`fks.judge._run._SYNONYMS`). The gazetteer knows a formal name cut
   before ``of`` (``United States``), so a filler reads it inside longer text (``in the United
   States in the 1920s``).
+* **Release 14 (stop 37; tuned on every set before ``fresh13``, ``fresh12`` included).** J12
+  reads a full date or timestamp in an open slot past an answer frame and an article (``The
+  answer is: The 2019-01-22 12:22``) and past a repeat cut by the budget. J37: ``The capital
+  of the United Kingdom is London.`` asked ``London is the capital of which place?`` restates
+  the predicate with the subject last: the filler is what the predicate noun is "of". A
+  pronoun alone (``... Versailles. She``, cut by the budget) is no answer.
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
@@ -503,6 +509,14 @@ class _Context:
         return any(re.search(r"(?<!\w)" + re.escape(word) + r"\s+(?:of|de|du|des|von|vom|del)"
                              r"\s+(?:the\s+|la\s+|le\s+|l'|der\s+|el\s+)?" + re.escape(a)
                              + r"(?!\w)", self.query_norm) for a in self._mention_aliases)
+
+    def named_before(self, noun: str) -> bool:
+        """J37: the query names the subject as the subject of ``noun`` (``London is the
+        capital of which place?``, ``noun`` = ``capital``; its last word is compared)."""
+        head = noun.split()[-1]
+        return any(re.search(re.escape(a) + r"\s+(?:is|was)\s+the\s+(?:\w+\s+)?"
+                             + re.escape(head) + r"(?!\w)", self.query_norm)
+                   for a in self._mention_aliases)
 
     def is_name_tail(self, words: list[str]) -> bool:
         """J24: ``words`` are the last words of one of the subject's names (a surname)."""
@@ -923,6 +937,27 @@ def _blank_after_in_at(query: str) -> bool:
 #: J12: a line that is only a year (or decade), a date or a timestamp
 _DATE_LINE = re.compile(r"^\s*(((?:1[0-9]|20)\d{2})(?:s|'s|’s|年)?)"
                         r"(?:-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?\S*)?)?\s*\.?\s*$")
+#: J12 (release 14): a full date or timestamp opening a line, perhaps repeated or cut after it
+_DATE_RUN = re.compile(r"^\s*(?:(?:the|la|le|el|der|die|das)\s+)?(((?:1[0-9]|20)\d{2})-\d{2}-\d{2}"
+                       r"(?:[ T]\d{2}:\d{2}\S*)?)(?:\s+[\d:.T-]+)*\s*\.?\s*$", re.IGNORECASE)
+#: J12 (release 14): an answer frame before the date (``The answer is:``), inline or on its line
+_ANSWER_FRAME = re.compile(r"(?i)^\s*(?:the\s+)?answer(?:\s+to\s+(?:this|the)\s+question)?"
+                           r"\s+is\s*:?\s*")
+
+
+def _framed_date(raw: str) -> re.Match[str] | None:
+    """J12 (release 14): the first answer line's full date or timestamp, read past an answer
+    frame (``The answer is:`` inline or on a line of its own) and an article, and past a
+    repeat of the date cut by the budget (``2023-01-22 2023-01-22 2``)."""
+    for line in raw.splitlines():
+        if not line.strip():
+            continue
+        rest = _ANSWER_FRAME.sub("", line, count=1)
+        if not rest.strip():
+            continue  # the frame alone: its filler is on the next line
+        return _DATE_RUN.match(rest)
+    return None
+
 _YEAR = re.compile(r"^\W*(?:in|en|im|в|于|在)?\s*(?:(?:the\s+)?year\s+|l'année\s+|el\s+año\s+|"
                    r"(?:dem\s+)?jahr\s+)?(\d{4})(?:s|er|年|-\d{2}(?:-\d{2})?)?(?!\d)")
 
@@ -994,6 +1029,9 @@ def _first_named(text: str, sentence: str, lex: EntityLexicon | None, adjectives
 #: J25: a parenthesis of a few words (an abbreviation: "(GDR)", "(NLD)") is an aside
 _PAREN = re.compile(r"\s*[(（][^()（）]{1,40}[)）]")
 _OF = frozenset("of de du des von vom del".split())
+#: J37: "the <predicate noun> of <filler> is (the city of)" before the subject, at the end
+_INVERSE_RESTATED = re.compile(r"^\W*the ((?:\w+ ){0,2}?\w+) of (.+?) (?:is|was)"
+                               r"(?: the (?:city|town) of)? (\w+(?: \w+){0,3})\W*$")
 #: J25: the sentence puts the subject in the other role of the asked predicate
 _INVERSE = Reading("UNPARSEABLE", rule="J25")
 
@@ -1004,6 +1042,16 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
         return None
     sentence = _PAREN.sub("", sentence)  # J25: "the German Reichsbahn (GDR) is located in"
     norm = normalize(sentence)
+    inverse = _INVERSE_RESTATED.match(norm)
+    if inverse and ctx.named_before(inverse.group(1)) \
+            and all(w in ctx.slot for w in _tokens(inverse.group(1))) \
+            and (inverse.group(3) in ctx._mention_aliases
+                 or ctx.is_name_tail(_tokens(inverse.group(3)))):
+        # J37 (release 14): "The capital city of the United Kingdom is London." asked "London
+        # is the capital of which place?": the predicate restated with the subject (or the
+        # last words of its name) last; the filler is what the predicate noun is "of"
+        filler = re.sub(r"^(?:the|la|le|el|der|die|das)\s+", "", inverse.group(2))
+        return _read_filler(filler, sentence, ctx)
     spans = _subject_spans(norm, ctx, sentence)
     if not spans:
         m = _SLOT_NOUN_IS.match(norm)
@@ -1307,6 +1355,8 @@ def _read_clauses(sentence: str, ctx: _Context, bare: bool, completes: bool
     stripped, n_subject = ctx.mask_subject(normalize(sentence))
     n_subject += ctx.anaphors(stripped) + opens_with_pronoun(stripped)
     words = _tokens(stripped)
+    if len(words) == 1 and opens_with_pronoun(stripped):
+        return None  # release 14: a pronoun alone ("... Versailles. She", cut by the budget)
     if not [w for w in words if w not in _FUNCTION]:
         # J5: only the subject (and articles) named; "Arisaka, who was from" echoes the prompt
         only = n_subject and all(w in _ARTICLES for w in words)
@@ -1678,6 +1728,10 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
         m = _DATE_LINE.match(strip_line(head) or "")
         if m:  # the span keeps a decade's "s" or 年 (1940s); a date or timestamp its year
             return Reading("ANSWER", m.group(1), f"SEMANTIC_{m.group(2)}", m.group(1), 0.5,
+                           "J12")
+        m = _framed_date(raw)
+        if m:  # release 14: "The answer is: The 2019-01-22 12:22", "2023-01-22 2023-01-22 2"
+            return Reading("ANSWER", m.group(2), f"SEMANTIC_{m.group(2)}", m.group(2), 0.5,
                            "J12")
     if not numeric:
         # J27: a first line that is only a year or a decade ("1970.", "In 1997.", "1990s"), for
