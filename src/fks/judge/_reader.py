@@ -205,7 +205,7 @@ Rules (J1-J37; every rule is general: none is keyed to an entity, fact or answer
   States in the 1920s``).
 * **Release 14 (stop 37; tuned on every set before ``fresh13``, ``fresh12`` included).** J12
   reads a full date or timestamp in an open slot past an answer frame and an article (``The
-  answer is: The 2019-01-22 12:22``) and past a repeat cut by the budget. J37: ``The capital
+  answer is: The 2019-01-22 12:22``). J37: ``The capital
   of the United Kingdom is London.`` asked ``London is the capital of which place?`` restates
   the predicate with the subject last: the filler is what the predicate noun is "of". A
   pronoun alone (``... Versailles. She``, cut by the budget) is no answer.
@@ -937,9 +937,10 @@ def _blank_after_in_at(query: str) -> bool:
 #: J12: a line that is only a year (or decade), a date or a timestamp
 _DATE_LINE = re.compile(r"^\s*(((?:1[0-9]|20)\d{2})(?:s|'s|’s|年)?)"
                         r"(?:-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2})?\S*)?)?\s*\.?\s*$")
-#: J12 (release 14): a full date or timestamp opening a line, perhaps repeated or cut after it
+#: J12 (release 14): a full date or timestamp, alone on its line after an article (a date
+#: repeated on its line, ``2023-01-22 2023-01-22 2``, stays unread: the labels split on it)
 _DATE_RUN = re.compile(r"^\s*(?:(?:the|la|le|el|der|die|das)\s+)?(((?:1[0-9]|20)\d{2})-\d{2}-\d{2}"
-                       r"(?:[ T]\d{2}:\d{2}\S*)?)(?:\s+[\d:.T-]+)*\s*\.?\s*$", re.IGNORECASE)
+                       r"(?:[ T]\d{2}:\d{2}\S*)?)\s*\.?\s*$", re.IGNORECASE)
 #: J12 (release 14): an answer frame before the date (``The answer is:``), inline or on its line
 _ANSWER_FRAME = re.compile(r"(?i)^\s*(?:the\s+)?answer(?:\s+to\s+(?:this|the)\s+question)?"
                            r"\s+is\s*:?\s*")
@@ -947,8 +948,7 @@ _ANSWER_FRAME = re.compile(r"(?i)^\s*(?:the\s+)?answer(?:\s+to\s+(?:this|the)\s+
 
 def _framed_date(raw: str) -> re.Match[str] | None:
     """J12 (release 14): the first answer line's full date or timestamp, read past an answer
-    frame (``The answer is:`` inline or on a line of its own) and an article, and past a
-    repeat of the date cut by the budget (``2023-01-22 2023-01-22 2``)."""
+    frame (``The answer is:`` inline or on a line of its own) and an article."""
     for line in raw.splitlines():
         if not line.strip():
             continue
@@ -1730,7 +1730,7 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
             return Reading("ANSWER", m.group(1), f"SEMANTIC_{m.group(2)}", m.group(1), 0.5,
                            "J12")
         m = _framed_date(raw)
-        if m:  # release 14: "The answer is: The 2019-01-22 12:22", "2023-01-22 2023-01-22 2"
+        if m:  # release 14: "The answer is: The 2019-01-22 12:22"
             return Reading("ANSWER", m.group(2), f"SEMANTIC_{m.group(2)}", m.group(2), 0.5,
                            "J12")
     if not numeric:
