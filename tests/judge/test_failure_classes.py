@@ -1167,3 +1167,28 @@ def test_a_pronoun_alone_cut_by_the_budget_is_no_answer(gaz):
     kind, key, _ = read(raw, "Where was Ana Vidal born?", ("Ana Vidal",), PLACES, gaz,
                         frozenset("where was born in".split()))
     assert kind == "UNPARSEABLE", key
+
+
+# -- release 15 (stop 37): tuned on every set before ../fresh15 (../fresh14 included) --------
+@pytest.mark.parametrize("raw, subject, key", [
+    ("\nThe capital of Italy is Rome.\nAnswer:", ("Kingdom of Italy",), "ENTITY_Q220"),
+    # the English formal name's inner name, read in another language's sentence
+    ("\nLa capital de Italy es Roma.", ("Reino de Italia", "Kingdom of Italy"), "ENTITY_Q220"),
+])
+def test_j24_the_name_inside_a_formal_name_is_the_subject(raw, subject, key, gaz):
+    places = EntityLexicon({"ENTITY_Q220": ("Rome", ["Rome", "Roma"])})
+    slot = frozenset("what is the capital of capital de la es".split())
+    assert read(raw, f"What is the capital of {subject[-1]}?", subject, places, gaz,
+                slot)[:2] == ("ANSWER", key)
+
+
+def test_j24_the_inner_name_needs_a_capital(gaz):
+    from fks.judge._reader import _Context, _subject_spans
+
+    ctx = _Context("What is the capital of Kingdom of Italy?", ("Kingdom of Italy",), PLACES,
+                   gaz, False, slot=frozenset("what is the capital of".split()))
+    assert ctx.of_tails == ("italy",)
+    assert _subject_spans(normalize("The capital of Italy is Rome."), ctx,
+                          "The capital of Italy is Rome.")
+    assert not _subject_spans(normalize("the capital of italy is rome."), ctx,
+                              "the capital of italy is rome.")

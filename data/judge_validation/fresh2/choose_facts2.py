@@ -14,7 +14,8 @@ measured over twice as many facts; stop 36 the ninth, ``../fresh9``, with
 ``/work/real/fresh11/choice.json 15,16``, the first labelled under the guide's §8; stop 37
 the twelfth, ``../fresh12``, with ``/work/real/fresh12/choice.json 17,18``, and the
 thirteenth, ``../fresh13``, with ``/work/real/fresh13/choice.json 19,20``, and the
-fourteenth, ``../fresh14``, with ``/work/real/fresh14/choice.json 21,22``)
+fourteenth, ``../fresh14``, with ``/work/real/fresh14/choice.json 21,22``, and the fifteenth,
+``../fresh15``, with ``/work/real/fresh15/choice.json 23,24,25,26``: 88 facts, one read)
 
 The first fresh set (`../fresh/choice.json`) took rank 1 (test) and rank 2 (dev) of every relation
 under the ranking and exclusions of `../fresh/choose_facts.py`. Its test split has been read for
@@ -50,6 +51,7 @@ TENTH = Path(__file__).resolve().parent.parent / "fresh10" / "choice.json"
 ELEVENTH = Path(__file__).resolve().parent.parent / "fresh11" / "choice.json"
 TWELFTH = Path(__file__).resolve().parent.parent / "fresh12" / "choice.json"
 THIRTEENTH = Path(__file__).resolve().parent.parent / "fresh13" / "choice.json"
+FOURTEENTH = Path(__file__).resolve().parent.parent / "fresh14" / "choice.json"
 
 
 def choose(rank: int = 3, ranks: tuple[int, ...] = ()):
@@ -79,7 +81,8 @@ def choose(rank: int = 3, ranks: tuple[int, ...] = ()):
     for r, path in ((3, SECOND), (4, THIRD), (5, FOURTH), (6, FIFTH), (7, SIXTH), (8, SEVENTH),
                     (10, EIGHTH), (12, NINTH),
                     (14, TENTH), (16, ELEVENTH),
-                    (18, TWELFTH), (20, THIRTEENTH)):  # the later sets' facts too
+                    (18, TWELFTH), (20, THIRTEENTH),
+                    (22, FOURTEENTH)):  # the later sets' facts too
         if rank > r:
             used |= set(json.loads(path.read_text(encoding="utf-8"))["test"])
     test, detail = [], []

@@ -209,6 +209,10 @@ Rules (J1-J37; every rule is general: none is keyed to an entity, fact or answer
   of the United Kingdom is London.`` asked ``London is the capital of which place?`` restates
   the predicate with the subject last: the filler is what the predicate noun is "of". A
   pronoun alone (``... Versailles. She``, cut by the budget) is no answer.
+* **Release 15 (stop 37; tuned on every set before ``fresh15``, ``fresh14`` included).** J24:
+  the name inside the subject's formal name (``Serbia`` of ``Kingdom of Serbia``), written
+  with a capital, is the subject by its short name anywhere in a sentence (``The capital of
+  Serbia is Belgrade.``).
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
@@ -407,6 +411,13 @@ class _Context:
         #: when a line is split into sentences
         self.dotted = tuple(m for m in mentions if re.search(r"\.\s", m))
         self._heads, self._name_words, self._mention_aliases = _mention_parts(mentions)
+        #: release 15: the names after " of " in the subject's formal names (``kingdom of
+        #: serbia`` -> ``serbia``), one to three words, none of them a function word
+        self.of_tails = tuple(sorted({
+            t for a in self._mention_aliases if " of " in a
+            for t in [a.rsplit(" of ", 1)[1].strip()]
+            if 1 <= len(t.split()) <= 3 and len(t) >= 3
+            and not any(w in _FUNCTION for w in t.split())}, key=lambda t: (-len(t), t)))
         self.lexicon = lexicon
         self.gazetteer = gazetteer
         self.numeric = numeric
@@ -979,6 +990,16 @@ def _subject_spans(norm: str, ctx: _Context, sentence: str = "") -> list[tuple[i
         for m in _name_pattern(alias).finditer(norm):
             if all(m.end() <= a or m.start() >= b for a, b in found):
                 found.append(m.span())
+    if not found and sentence:
+        # J24 (release 15): the name inside a formal name ("Serbia" of "Kingdom of Serbia",
+        # "London" of "City of London"), written with a capital, is the subject by its short
+        # name ("The capital of Serbia is Belgrade." asked the Kingdom of Serbia's capital)
+        written = _written(sentence)
+        for tail in ctx.of_tails:
+            for m in _name_pattern(tail).finditer(norm):
+                if (written.get(m.group().split()[0]) or "a")[:1].isupper() \
+                        and all(m.end() <= a or m.start() >= b for a, b in found):
+                    found.append(m.span())
     pronoun = re.match(r"\W*\w+", norm) if opens_with_pronoun(norm) else None
     if pronoun and all(pronoun.end() <= a for a, _ in found):
         found.append((pronoun.end() - len(pronoun.group().lstrip()), pronoun.end()))
