@@ -23,38 +23,33 @@ import json
 from pathlib import Path
 from typing import Any
 
+from judge_heldout import _figures, _fmt  # the judge's own lines, so the two read alike
+
 from fks.io import iter_jsonl
 from fks.judge import compare_labels
-from fks.judge._agreement import LabelRow
-
-GOALS = {"kind": 0.90, "extraction": 0.90, "pairs": 0.90, "kappa": 0.80, "bcs_gap": 0.05}
+from fks.judge._agreement import LabelRow, _key
 
 
 def _read(path: Path) -> dict[str, LabelRow]:
     out: dict[str, LabelRow] = {}
     for _, row in iter_jsonl(path, LabelRow):
         assert isinstance(row, LabelRow)
-        out[f"{row.model}\x1f{row.query_id}"] = row
+        out[_key(row.model, row.query_id)] = row
     return out
 
 
-def _figures(rep: dict[str, Any]) -> dict[str, Any]:
-    gap = rep["bcs_gap"]
-    return {"n": rep["n_overlap"], "kind": rep["kind"]["accuracy"],
-            "extraction": rep["extraction"]["accuracy"],
-            "pairs": rep["cluster_equivalence"]["accuracy"],
-            "kappa": rep["correctness"]["cohen_kappa"], "bcs_gap": gap["mean_abs_gap"],
-            "bcs_gap_ci95": gap["mean_abs_gap_ci95"], "n_facts": gap["n_facts"]}
+def _with_facts(rep: dict[str, Any]) -> dict[str, Any]:
+    return {**_figures(rep), "n_facts": rep["bcs_gap"]["n_facts"]}
 
 
 def agreement(first: Path, second: Path) -> dict[str, dict[str, Any]]:
     """``{"pooled" | model: figures}`` of ``second`` against ``first`` (common rows only)."""
     a, b = _read(first), _read(second)
     groups = {k: f"{r.model}|{r.model_extra.get('fact_id')}|main" for k, r in a.items()}
-    out = {"pooled": _figures(compare_labels(a, b, groups))}
+    out = {"pooled": _with_facts(compare_labels(a, b, groups))}
     for model in sorted({r.model for r in a.values()}):
         keep = {k for k, r in a.items() if r.model == model}
-        out[str(model)] = _figures(compare_labels({k: a[k] for k in keep},
+        out[str(model)] = _with_facts(compare_labels({k: a[k] for k in keep},
                                                   {k: v for k, v in b.items() if k in keep},
                                                   groups))
     return out
@@ -68,10 +63,7 @@ def main() -> None:
     args = ap.parse_args()
     rep = agreement(args.first, args.second)
     for name, f in rep.items():
-        ci = f["bcs_gap_ci95"]
-        print(f"{name:24s} n={f['n']:5d} kind {f['kind']:.3f}  extraction {f['extraction']:.3f}"
-              f"  pairs {f['pairs']:.3f}  kappa {f['kappa']:.3f}  BCS gap {f['bcs_gap']:.3f}"
-              + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + f" over {f['n_facts']} facts")
+        print(f"{name:24s} {_fmt(f, ci=True)}  over {f['n_facts']} facts")
     if args.out:
         args.out.write_text(json.dumps(rep, indent=2) + "\n", encoding="utf-8")
 

@@ -38,20 +38,15 @@ import choose_facts as cf  # noqa: E402
 
 from fks.data.load import load_benchmark  # noqa: E402
 
-FIRST = Path(__file__).resolve().parent.parent / "fresh" / "choice.json"
-SECOND = Path(__file__).resolve().parent / "choice.json"
-THIRD = Path(__file__).resolve().parent.parent / "fresh3" / "choice.json"
-FOURTH = Path(__file__).resolve().parent.parent / "fresh4" / "choice.json"
-FIFTH = Path(__file__).resolve().parent.parent / "fresh5" / "choice.json"
-SIXTH = Path(__file__).resolve().parent.parent / "fresh6" / "choice.json"
-SEVENTH = Path(__file__).resolve().parent.parent / "fresh7" / "choice.json"
-EIGHTH = Path(__file__).resolve().parent.parent / "fresh8" / "choice.json"
-NINTH = Path(__file__).resolve().parent.parent / "fresh9" / "choice.json"
-TENTH = Path(__file__).resolve().parent.parent / "fresh10" / "choice.json"
-ELEVENTH = Path(__file__).resolve().parent.parent / "fresh11" / "choice.json"
-TWELFTH = Path(__file__).resolve().parent.parent / "fresh12" / "choice.json"
-THIRTEENTH = Path(__file__).resolve().parent.parent / "fresh13" / "choice.json"
-FOURTEENTH = Path(__file__).resolve().parent.parent / "fresh14" / "choice.json"
+HERE = Path(__file__).resolve().parent
+FIRST = HERE.parent / "fresh" / "choice.json"
+#: the later sets' choices by the highest rank each one took (their facts are excluded when a
+#: set of higher ranks is chosen; the second set's choice lies next to this script)
+LATER: dict[int, Path] = {3: HERE / "choice.json", **{
+    r: HERE.parent / name / "choice.json" for r, name in (
+        (4, "fresh3"), (5, "fresh4"), (6, "fresh5"), (7, "fresh6"), (8, "fresh7"),
+        (10, "fresh8"), (12, "fresh9"), (14, "fresh10"), (16, "fresh11"), (18, "fresh12"),
+        (20, "fresh13"), (22, "fresh14"), (26, "fresh15"))}}
 
 
 def choose(rank: int = 3, ranks: tuple[int, ...] = ()):
@@ -78,11 +73,7 @@ def choose(rank: int = 3, ranks: tuple[int, ...] = ()):
 
     first = json.loads(FIRST.read_text(encoding="utf-8"))
     used = set(first["test"]) | set(first["dev"])
-    for r, path in ((3, SECOND), (4, THIRD), (5, FOURTH), (6, FIFTH), (7, SIXTH), (8, SEVENTH),
-                    (10, EIGHTH), (12, NINTH),
-                    (14, TENTH), (16, ELEVENTH),
-                    (18, TWELFTH), (20, THIRTEENTH),
-                    (22, FOURTEENTH)):  # the later sets' facts too
+    for r, path in LATER.items():  # the later sets' facts too
         if rank > r:
             used |= set(json.loads(path.read_text(encoding="utf-8"))["test"])
     test, detail = [], []

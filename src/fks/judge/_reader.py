@@ -1080,10 +1080,10 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
         if m and m.group(1) in ctx.slot and m.group(1) in ctx.query_words \
                 and len(m.group(1)) >= 4 and has_content(m.group(2)) \
                 and not (first in ctx.slot and len(first) >= 4):
-            # (not "The continent is located in ...": a predicate after the copula describes
-            # the noun's own referent)
             # J35 (release 13): "The position is a right fielder.", "The country is the
             # United Arab Emirates.": the question's own noun, then a copula, names the filler
+            # (not "The continent is located in ...": a predicate word after the copula
+            # describes the noun's own referent)
             return _read_filler(_to_sentence_end(m.group(2)), sentence, ctx)
         return None
     a, b = spans[0]
