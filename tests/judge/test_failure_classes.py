@@ -1192,3 +1192,113 @@ def test_j24_the_inner_name_needs_a_capital(gaz):
                           "The capital of Italy is Rome.")
     assert not _subject_spans(normalize("the capital of italy is rome."), ctx,
                               "the capital of italy is rome.")
+
+
+# -- release 16 (stop 38): tuned on every set before ../fresh16 (../fresh15 included) --------
+BORN_IN = frozenset("where was born in".split())
+
+
+@pytest.mark.parametrize("raw, query, slot, key", [
+    (" I was born in Paris, France. I was born in Paris.", "Where was Ana Vidal born?", BORN_IN,
+     "ENTITY_Q90"),
+    ("\nI am a citizen of France.\nAnswer:\nI am a citizen of France.",
+     "Ana Vidal is a citizen of which country?", CITIZEN, "ENTITY_Q142"),
+    (" I'm a citizen of Italy.", "Ana Vidal is a citizen of which country?", CITIZEN,
+     "ENTITY_Q38"),
+    ("\nJe suis citoyen de France.", "Ana Vidal est citoyen de", CITIZEN, "ENTITY_Q142"),
+])
+def test_j38_the_model_speaking_as_the_subject_restates_the_predicate(raw, query, slot, key,
+                                                                      gaz):
+    assert read(raw, query, ("Ana Vidal",), PLACES, gaz, slot)[:2] == ("ANSWER", key)
+
+
+@pytest.mark.parametrize("sentence, speaks", [
+    ("I was born in Paris, France.", True),
+    ("I'm a citizen of France.", False),  # "citizen" is no word of a birth question
+    # first person, but no word of the asked predicate: a description of the speaker
+    ("I am a 15 year old girl from Paris.", False),
+    ("I think it is a good idea to live in Paris.", False),
+])
+def test_j38_only_a_first_person_sentence_restating_the_predicate(sentence, speaks, gaz):
+    from fks.judge._reader import _Context, _first_person
+
+    ctx = _Context("Where was Ana Vidal born?", ("Ana Vidal",), PLACES, gaz, False,
+                   slot=BORN_IN)
+    assert (_first_person(normalize(sentence), ctx) is not None) == speaks
+
+
+def test_j38_a_title_opening_with_i_is_still_the_title(gaz):
+    # the subject's own title repeated is J5's subject answer, not the speaker
+    subject = ("I Saw Her Standing There",)
+    kind, key, rule = read("\nI Saw Her Standing There\nI Saw Her Standing There",
+                           "In which language is I Saw Her Standing There written?", subject,
+                           EntityLexicon({}), gaz,
+                           frozenset("in which language is written".split()))
+    assert (kind, key, rule) == ("ANSWER", "SEMANTIC_i saw her standing there", "J5")
+
+
+@pytest.mark.parametrize("raw", [
+    " 1. France\nAnswer: 2. Italy\nAnswer: 3. Germany\nAnswer: 4.",
+    "\n1. Paris\n2. Berlin\n3. Paris\n4. Berlin\n",
+    "\n1) Париж\n2) Берлин\n3) Пар",
+])
+def test_j39_a_numbered_list_of_different_entities_with_no_pick_is_no_answer(raw, gaz):
+    kind, key, rule = read(raw, "Where was Ana Vidal born?", ("Ana Vidal",), PLACES, gaz, BORN_IN)
+    assert (kind, rule) == ("UNPARSEABLE", "J39"), key
+
+
+@pytest.mark.parametrize("raw, key", [
+    # one repeated entity (the budget cut the last item short)
+    ("\n1. Paris\n2. Paris\n3. Par", "ENTITY_Q90"),
+    # the second item holds the first: the same entity named twice
+    ("\n1. Ville de Paris\n2. Paris\n3. Paris\n", "ENTITY_Q90"),
+    # a list of sentences is read sentence by sentence
+    ("\n1. Ana Vidal was born in Paris in 1950.\n2. She was the daughter of a painter.\n",
+     "ENTITY_Q90"),
+])
+def test_j39_a_numbered_list_of_one_entity_or_of_sentences_is_read(raw, key, gaz):
+    kind, got, _ = read(raw, "Where was Ana Vidal born?", ("Ana Vidal",), PLACES, gaz, BORN_IN)
+    assert (kind, got) == ("ANSWER", key)
+
+
+@pytest.mark.parametrize("raw, key", [
+    (" Born in 1960 in Paris, France.\n\nAna Vidal is a painter.", "ENTITY_Q90"),
+    (" Born in 1946, in the city of Berlin.", "ENTITY_Q64"),
+])
+def test_j40_a_sentence_opening_with_the_predicate_leaves_the_subject_implied(raw, key, gaz):
+    assert read(raw, "Where was Ana Vidal born?", ("Ana Vidal",), PLACES, gaz,
+                BORN_IN)[:2] == ("ANSWER", key)
+
+
+def test_j40_only_a_word_of_the_asked_predicate(gaz):
+    # "Located" is no word of a birth question's predicate: J40 does not read the sentence
+    from fks.judge._reader import _Context, _subject_spans
+
+    ctx = _Context("Where was Ana Vidal born?", ("Ana Vidal",), PLACES, gaz, False, slot=BORN_IN)
+    sentence = "Located in Paris, France."
+    assert not _subject_spans(normalize(sentence), ctx, sentence)
+    sentence = "Born in Paris, France."
+    assert _subject_spans(normalize(sentence), ctx, sentence) == [(0, 0)]
+
+
+@pytest.mark.parametrize("raw, key", [
+    ("\nAbuja is the capital of the Republic of France.", "ENTITY_Q142"),
+    ("\nAbuja is the capital of the Kingdom of Italy.", "ENTITY_Q38"),
+])
+def test_j23_a_state_formal_name_is_the_state(raw, key, gaz):
+    slot = frozenset("is the capital of which country".split())
+    kind, got, _ = read(raw, "Abuja is the capital of which country?", ("Abuja",), PLACES,
+                        gaz, slot)
+    assert (kind, got) == ("ANSWER", key)
+
+
+def test_a_month_inside_a_date_is_no_place(gaz):
+    from fks.judge._reader import _first_named
+
+    # "March" (a town the gazetteer knows) is a month here; the country after it is named
+    sentence = "Ana Vidal was born on 19th March 1980 in the United States."
+    text = normalize("on 19th March 1980 in the United States")
+    pos, key, _ = _first_named(text, sentence, gaz)
+    assert text[pos:].startswith("united states"), key
+    # a month after a number is skipped too ("May 3, 1980"); a lone town name is kept
+    assert _first_named(normalize("in March"), "in March", gaz) is not None

@@ -9,7 +9,7 @@ names (the *subject*), the relation's lexicon (every entity filling that slot an
 benchmark) and the gazetteer (every entity of the benchmark and of the packaged mParaRel
 gazetteer, all relations, six languages; :mod:`fks.judge._gazetteer`).
 
-Rules (J1-J37; every rule is general: none is keyed to an entity, fact or answer string):
+Rules (J1-J40; every rule is general: none is keyed to an entity, fact or answer string):
 
 * **J1 Empty.** An empty or blank continuation is ``UNPARSEABLE`` (no answer; never a cluster
   of its own).
@@ -213,6 +213,16 @@ Rules (J1-J37; every rule is general: none is keyed to an entity, fact or answer
   the name inside the subject's formal name (``Serbia`` of ``Kingdom of Serbia``), written
   with a capital, is the subject by its short name anywhere in a sentence (``The capital of
   Serbia is Belgrade.``).
+* **Release 16 (stop 38; tuned on every set before ``fresh16``, ``fresh15`` included).** J38:
+  the model speaking as the subject (``I was born in Gary, Indiana.``, ``I am a citizen of
+  Morocco.``) restates the predicate when a word of it follows the first-person pronoun past
+  auxiliaries and articles only. J39: a numbered list of different short items with no pick
+  (``1. France\nAnswer: 2. Morocco\nAnswer: 3. Algeria``) is no answer (the guide's
+  R-placeholder). J40: a sentence opening with a word of the asked predicate (``Born in 1960
+  in Copenhagen, Denmark.``) leaves the subject implied. J23: a state's formal name around a
+  known place (``the Kingdom of Botswana``, ``the Republic of Senegal``) is that place unless
+  the whole name is an entity of its own; a month inside a date (``19th March 1980``) and a
+  title word before ``of`` and a known name are never a place of their own.
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
@@ -795,6 +805,16 @@ ORG_SUFFIXES = frozenset("""group inc incorporated corporation corp company co l
     industries international technologies systems software games airlines airways""".split())
 
 
+#: J23 (release 16): the words of a formal name around a place (``the Kingdom of Botswana``,
+#: ``the State of Louisiana``, ``the City of Baghdad``), six languages: a variant of the place
+#: unless the whole name is itself a known entity (``Kingdom of Serbia``)
+FORMAL_PREFIXES = frozenset("""of the federal people's people peoples democratic socialist islamic
+    united kingdom republic state city town province county commonwealth federation emirate
+    sultanate principality municipality prefecture district region territory borough
+    de du del la le von royaume république ville état reino república estado ciudad provincia
+    königreich republik stadt""".split())
+
+
 def _entity(lex: EntityLexicon, key: str, stripped: str, sentence: str, rule: str,
             ctx: _Context | None = None) -> Reading:
     """Read the answer ``key`` as written (J15), or J23's longer name when it is another entity.
@@ -818,6 +838,10 @@ def _entity(lex: EntityLexicon, key: str, stripped: str, sentence: str, rule: st
                 if len(keys) == 1:
                     k = next(iter(keys))
                     return Reading("ANSWER", span, k, other.canonical(k), 1.0, "J23")  # type: ignore[union-attr]
+            if not renamed and span.endswith(" " + alias) \
+                    and all(w in FORMAL_PREFIXES for w in extra):
+                # release 16: "the Kingdom of Botswana" is Botswana by its formal name
+                return Reading("ANSWER", span, key, lex.canonical(key), 1.0, rule)
             caps = {normalize(w): w for w in _WORD.findall(sentence) if w[:1].isupper()}
             shown = " ".join(caps.get(w, w) for w in span.split())
             return Reading("ANSWER", shown, f"SEMANTIC_{semantic_key(span)}", shown, 0.5, "J23")
@@ -978,6 +1002,69 @@ _SLOT_NOUN_IS = re.compile(r"^\W*the (\w+) (?:is|was) (.+)$")
 _CLASS_NOUN = re.compile(r"^\W*(?:the|le|la|el|der|die|das)\s+(\w+)\s+(\w+)")
 
 
+#: J38 (release 16): a first-person pronoun opening a sentence, and the auxiliaries that may
+#: follow it before the predicate ("I was born in", "I'm a citizen of", "Je suis né à")
+_FIRST_PERSON = re.compile(r"^\W*(?:i'm|i|j'|je|ich|yo|я)(?=[\s'])")
+_FIRST_PERSON_AUX = frozenset(
+    "am m was have been had ai suis etais ete bin war habe soy era fui estoy estaba he".split())
+
+
+def _first_person(norm: str, ctx: _Context) -> re.Match[str] | None:
+    """J38 (release 16): the model speaks as the subject (``I was born in Gary, Indiana.``,
+    ``I am a citizen of Morocco.``, ``I worked in Stuttgart.``).
+
+    Labellers read the speaker as the subject when the pronoun is followed, past auxiliaries
+    and articles only, by a word of the asked predicate (a slot word of four letters or more).
+    A first-person sentence about anything else (``I am a 15 year old girl``, ``I think
+    ...``) and a title opening with ``I`` (``I saw her standing there``) stay what they were.
+    """
+    m = _FIRST_PERSON.match(norm)
+    if m is None:
+        return None
+    for w in _tokens(norm[m.end():]):
+        if w in ctx.slot and len(w) >= 4:
+            return m
+        if w not in _FIRST_PERSON_AUX and w not in _ARTICLES:
+            return None
+    return None
+
+
+#: J39 (release 16): a numbered list item, perhaps after an answer cue (``Answer: 2. Morocco``)
+_NUMBERED = re.compile(r"^\s*(?:(?:answer|r[ée]ponse|respuesta|antwort|ответ|答案)\s*[:：]\s*)?"
+                       r"(\d{1,2})[.)．、]\s*(.*)$", re.IGNORECASE)
+
+
+def _numbered_options(raw: str) -> bool:
+    """J39 (release 16): the continuation opens with a numbered list of different short items
+    and picks none (``1. France\nAnswer: 2. Morocco\nAnswer: 3. Algeria``).
+
+    The guide's R-placeholder: a list of different options with no pick asserts no answer; a
+    numbered list of one repeated entity is that entity, and a list of sentences (``1. The
+    first Baron Lugard was born in 1840.``) is read sentence by sentence as before. Items are
+    the lines from the first on, as long as each is numbered; the last line, when the budget
+    cut it (no newline after it), is left out, so ``1. 1944年\n2. 1944年\n3. 19`` repeats one
+    item. Every item read must be short (an answer on its own, J10's bare-line length), and
+    the first two must differ with neither holding the other (``1. Язык Taobao\n2. Taobao``
+    names Taobao twice).
+    """
+    items: list[str] = []
+    lines = [ln for ln in _TAG.sub("", raw).splitlines() if ln.strip()]
+    if lines and not raw[-1:].isspace():
+        lines = lines[:-1]
+    for n, line in enumerate(lines, 1):
+        m = _NUMBERED.match(line)
+        if m is None or int(m.group(1)) != n:
+            break
+        items.append(normalize(m.group(2)).strip(" .,;:-—–。"))
+    if len(items) < 2 or not all(items):
+        return False
+    short = all(len(_tokens(t)) <= STRING_MAX_WORDS
+                and (not has_cjk(t) or len(t) <= STRING_MAX_CJK) for t in items)
+    one, two = items[0], items[1]
+    # the first two differ, and neither holds the other ("Язык Taobao" then "Taobao" repeats)
+    return short and not (_contains(one, two) or _contains(two, one))
+
+
 def _subject_spans(norm: str, ctx: _Context, sentence: str = "") -> list[tuple[int, int]]:
     """J11: the non-overlapping spans of the subject's names (and anaphors) in ``norm``.
 
@@ -1001,6 +1088,8 @@ def _subject_spans(norm: str, ctx: _Context, sentence: str = "") -> list[tuple[i
                         and all(m.end() <= a or m.start() >= b for a, b in found):
                     found.append(m.span())
     pronoun = re.match(r"\W*\w+", norm) if opens_with_pronoun(norm) else None
+    if pronoun is None and not found:
+        pronoun = _first_person(norm, ctx)
     if pronoun and all(pronoun.end() <= a for a, _ in found):
         found.append((pronoun.end() - len(pronoun.group().lstrip()), pronoun.end()))
     if ctx._heads and any(h in norm for h in ctx._heads):
@@ -1021,6 +1110,14 @@ def _subject_spans(norm: str, ctx: _Context, sentence: str = "") -> list[tuple[i
                 found.append((ws[0].start(), ws[n - 1].end()))
                 break
     if not found and sentence:
+        # J40 (release 16): a sentence opening with a word of the asked predicate ("Born in
+        # 1960 in Copenhagen, Denmark.") leaves the subject implied: it is the query's
+        ws = list(_WORD.finditer(norm))
+        if ws and norm[:ws[0].start()].strip() == "" and ws[0].group() in ctx.slot \
+                and len(ws[0].group()) >= 4 and ws[0].group() not in _FUNCTION \
+                and (_written(sentence).get(ws[0].group()) or "a")[:1].isupper():
+            return [(ws[0].start(), ws[0].start())]
+    if not found and sentence:
         m = _CLASS_NOUN.match(norm)
         if m and m.group(1) not in ctx.slot and m.group(1) not in _FUNCTION \
                 and not has_cjk(m.group(1)) and m.group(2) in ctx.slot \
@@ -1038,13 +1135,42 @@ def _first_named(text: str, sentence: str, lex: EntityLexicon | None, adjectives
     """
     if lex is None:
         return None
-    for a, _, alias in sorted(lex.find_all(text, normalized=True),
+    for a, b, alias in sorted(lex.find_all(text, normalized=True),
                               key=lambda m: (m[0], m[0] - m[1])):
         keys = lex.keys_of(alias)
         if keys and _named_in(sentence, alias, lex) and not (adjectives and
-                                                             _adjectival(sentence, alias)):
+                                                             _adjectival(sentence, alias)) \
+                and not _inside_date_or_title(text, a, b, alias, lex):
             return a, min(keys, key=_qid_order), lex
     return None
+
+
+#: release 16: month names of the six languages (normalised), never a place inside a date
+_MONTHS = frozenset("""january february march april may june july august september october
+    november december janvier fevrier mars avril mai juin juillet aout septembre octobre
+    novembre decembre enero febrero marzo abril mayo junio julio agosto septiembre octubre
+    noviembre diciembre januar februar marz juni juli oktober dezember января февраля марта
+    апреля мая июня июля августа сентября октября ноября декабря""".split())
+_DAY_BEFORE = re.compile(r"\d{1,2}(?:st|nd|rd|th|er)?\s+(?:of\s+|de\s+)?$")
+_NUMBER_AFTER = re.compile(r"^\s*,?\s*\d")
+
+
+def _inside_date_or_title(text: str, a: int, b: int, alias: str, lex: EntityLexicon) -> bool:
+    """Release 16: a known name at ``text[a:b]`` that is only a word of something longer.
+
+    A month inside a date (``born on 19th March 1980 in the United States``: the town of
+    March is no answer) and a state's formal title word before ``of`` and another name
+    ``lex`` knows (``the capital of the Republic of Senegal``: not the town of Republic; J23
+    reads the formal name as Senegal). Before a name ``lex`` does not know (``the Republic of
+    Srpska``) the title word stays, as before.
+    """
+    if alias in _MONTHS and (_DAY_BEFORE.search(text[:a]) or _NUMBER_AFTER.match(text[b:])):
+        return True
+    if alias not in FORMAL_PREFIXES or alias in _OF or alias in _ARTICLES:
+        return False
+    m = re.match(r"\s+(?:of|de|du|del|von)\s+(?:the\s+)?", text[b:])
+    return m is not None and any(x == b + m.end() for x, _, _ in lex.find_all(
+        text, normalized=True))
 
 
 #: J25: a parenthesis of a few words (an abbreviation: "(GDR)", "(NLD)") is an aside
@@ -1096,6 +1222,8 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
         return w in ctx.slot and (len(w) >= 4 or has_cjk(w))
 
     predicate = [w for w in before if pred(w)]
+    # J38: the subject is the speaker ("I am a citizen of"): its auxiliaries are walked over
+    speaker = a == 0 and _first_person(norm, ctx) is not None
     # walk the predicate after the subject: slot words and function words (not a name);
     # capitalised words right after the subject continue its name ("The Boeing Company was
     # founded in ..."): they are skipped
@@ -1117,7 +1245,8 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
         if i < lead:
             continue
         w = m.group()
-        if has_cjk(w) or not (w in ctx.slot or w in _FUNCTION):
+        if has_cjk(w) or not (w in ctx.slot or w in _FUNCTION
+                              or (speaker and w in _FIRST_PERSON_AUX)):
             break
         if w in _INDEFINITE:
             nxt = ms[i + 1].group() if i + 1 < len(ms) else ""
@@ -1763,6 +1892,8 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
         if m:
             return Reading("ANSWER", m.group(1), f"SEMANTIC_{m.group(2)}", m.group(1), 0.5,
                            "J27")
+    if _numbered_options(raw):
+        return Reading("UNPARSEABLE", rule="J39")
     lines, letters = answer_lines(raw, numeric=numeric)
     # J4: a header's word on a line of its own is the header cut off by the budget
     # ("Explanation:" ... "Explanation"), never an answer
