@@ -295,10 +295,10 @@ def _add_short_names(table: dict[str, tuple[str, list[str]]]) -> None:
     most (Wikidata's label is the formal name, and mParaRel ships no aliases). Two words or
     more before the first `` of ``, opening with a capital (one word, ``Republic`` of
     ``Republic of Ireland``, is a class noun; ``15th arrondissement`` of ``15th arrondissement
-    of Paris`` is a numbered class), and only where no other entity has that name; the cut is added to the
-    entity's own names in place. :func:`fks.judge._alias.join_variants` did the same after
-    reading, for string answers only: a reader that knows the name also reads it inside a
-    longer filler (``in the United States in 1920``).
+    of Paris`` is a numbered class), and only where no other entity has that name; the cut is
+    added to the entity's own names in place. :func:`fks.judge._alias.join_variants` did the
+    same after reading, for string answers only: a reader that knows the name also reads it
+    inside a longer filler (``in the United States in 1920``).
     """
     taken = {normalize(a) for _, aliases in table.values() for a in aliases}
     short: dict[str, list[str]] = defaultdict(list)

@@ -433,14 +433,17 @@ class _Context:
         self.numeric = numeric
 
     def echoes_query(self, line: str) -> bool:
-        """J30 (release 9): ``line`` is the asked sentence of the query again, from its start,
-        perhaps cut short (``Clemens XIV. erlag in``, ``Cadillac CTS-V es desarrollado por``),
-        with none of its own words and at least one word of the relation's predicate (a slot
-        word of four letters or more: ``erlag``, ``desarrollado``). It asserts nothing,
+        """J30 (release 9): ``line`` is the asked sentence of the query again.
+
+        From its start, perhaps cut short (``Clemens XIV. erlag in``, ``Cadillac CTS-V es
+        desarrollado por``), with none of its own words and at least one word of the
+        relation's predicate (a slot word of four letters or more: ``erlag``,
+        ``desarrollado``). It asserts nothing,
         whatever entity it names: a subject written as the query's language writes it is no
         alias fks knows. The subject's name alone (``BMW M70``, ``Iglesia católica``) stays
         J5's subject answer; a context query's other sentence, J6's. Caseless CJK lines, whose
-        subject and predicate fks cannot tell apart, are left to the other rules."""
+        subject and predicate fks cannot tell apart, are left to the other rules.
+        """
         key = semantic_key(line)
         # a word of the subject's own name is no predicate word (release 12: the title "My
         # Name Is Earl" holds the template's "name")
@@ -532,8 +535,11 @@ class _Context:
                              + r"(?!\w)", self.query_norm) for a in self._mention_aliases)
 
     def named_before(self, noun: str) -> bool:
-        """J37: the query names the subject as the subject of ``noun`` (``London is the
-        capital of which place?``, ``noun`` = ``capital``; its last word is compared)."""
+        """J37: the query names the subject as the subject of ``noun``.
+
+        ``London is the capital of which place?``, ``noun`` = ``capital``; its last word is
+        compared.
+        """
         head = noun.split()[-1]
         return any(re.search(re.escape(a) + r"\s+(?:is|was)\s+the\s+(?:\w+\s+)?"
                              + re.escape(head) + r"(?!\w)", self.query_norm)
@@ -982,8 +988,11 @@ _ANSWER_FRAME = re.compile(r"(?i)^\s*(?:the\s+)?answer(?:\s+to\s+(?:this|the)\s+
 
 
 def _framed_date(raw: str) -> re.Match[str] | None:
-    """J12 (release 14): the first answer line's full date or timestamp, read past an answer
-    frame (``The answer is:`` inline or on a line of its own) and an article."""
+    """J12 (release 14): the first answer line's full date or timestamp.
+
+    Read past an answer frame (``The answer is:`` inline or on a line of its own) and an
+    article.
+    """
     for line in raw.splitlines():
         if not line.strip():
             continue
@@ -1010,8 +1019,10 @@ _FIRST_PERSON_AUX = frozenset(
 
 
 def _first_person(norm: str, ctx: _Context) -> re.Match[str] | None:
-    """J38 (release 16): the model speaks as the subject (``I was born in Gary, Indiana.``,
-    ``I am a citizen of Morocco.``, ``I worked in Stuttgart.``).
+    """J38 (release 16): the match of a first-person pronoun that speaks as the subject.
+
+    ``I was born in Gary, Indiana.``, ``I am a citizen of Morocco.``, ``I worked in
+    Stuttgart.``.
 
     Labellers read the speaker as the subject when the pronoun is followed, past auxiliaries
     and articles only, by a word of the asked predicate (a slot word of four letters or more).
@@ -1035,8 +1046,9 @@ _NUMBERED = re.compile(r"^\s*(?:(?:answer|r[ée]ponse|respuesta|antwort|отве
 
 
 def _numbered_options(raw: str) -> bool:
-    """J39 (release 16): the continuation opens with a numbered list of different short items
-    and picks none (``1. France\nAnswer: 2. Morocco\nAnswer: 3. Algeria``).
+    r"""J39 (release 16): a numbered list of different short items, none picked, opens ``raw``.
+
+    ``1. France\nAnswer: 2. Morocco\nAnswer: 3. Algeria``.
 
     The guide's R-placeholder: a list of different options with no pick asserts no answer; a
     numbered list of one repeated entity is that entity, and a list of sentences (``1. The
@@ -1777,7 +1789,7 @@ _OPTION_LINE = re.compile(r"^\s*\(?([A-H])[.):）]\s*(.*?)\s*$")
 
 
 def _one_repeated_option(raw: str) -> str | None:
-    """J29 (release 9): the one text of an invented option list whose options all repeat it.
+    r"""J29 (release 9): the one text of an invented option list whose options all repeat it.
 
     ``A. the Middle East\nB. the Middle East\nC. the Midd`` offers no choice: every option says
     the same thing, so the list is that one answer (the labelling brief's "a list of one
@@ -1799,10 +1811,12 @@ def _one_repeated_option(raw: str) -> str | None:
 
 
 def _option_names(text: str) -> bool:
-    """J29: the repeated option is a name: at most four words besides articles, every content
-    word capitalised once an article and a part-of head are dropped (``the city of Vienna``);
-    a description (``the French border``, ``the ocean``), a placeholder (``a``, ``100%``)
-    names nothing."""
+    """J29: the repeated option is a name.
+
+    At most four words besides articles, every content word capitalised once an article and a
+    part-of head are dropped (``the city of Vienna``); a description (``the French border``,
+    ``the ocean``), a placeholder (``a``, ``100%``) names nothing.
+    """
     norm = normalize(text)
     if len([w for w in _tokens(norm) if w not in _ARTICLES]) > STRING_MAX_WORDS:
         return False  # release 11: an article is no word of the name (the British East ...)
