@@ -1302,3 +1302,32 @@ def test_a_month_inside_a_date_is_no_place(gaz):
     assert text[pos:].startswith("united states"), key
     # a month after a number is skipped too ("May 3, 1980"); a lone town name is kept
     assert _first_named(normalize("in March"), "in March", gaz) is not None
+
+
+# -- release 17 (stop 38): tuned on every set before ../fresh17 (../fresh16 included) --------
+@pytest.mark.parametrize("raw, query, key, slot_key, template", [
+    ("\nThe Polish Press Agency was established in 1996.\nThe Agency is a non-profit.",
+     "Where was The Polish Press Agency founded?", "SEMANTIC_1996",
+     ("location_of_formation", "object"), FOUNDED),
+    ("\nLa Agencia fue establecida en Paris.", "¿Dónde fue fundada La Agencia?", "ENTITY_Q90",
+     ("location_of_formation", "object"), FOUNDED),
+    (" I was working in Berlin. Where did Ana Vidal work?", "Where did Ana Vidal work?",
+     "ENTITY_Q64", ("work_location", "object"), WORKED),
+])
+def test_a_predicate_synonym_restates_the_slot(raw, query, key, slot_key, template):
+    from fks.judge._run import with_synonyms
+
+    slot = with_synonyms({slot_key: template})[slot_key]
+    r = read_answer(raw, query=query, mentions=("The Polish Press Agency", "La Agencia",
+                                                "Ana Vidal"),
+                    lexicon=EntityLexicon({}), gazetteer=PLACES,  # a place of no relation
+                    slot=frozenset(_tokens(normalize(" ".join(sorted(slot))))))
+    assert (r.kind, r.key) == ("ANSWER", key), r
+
+
+def test_synonyms_are_written_as_normalised_text():
+    from fks.judge._run import _SYNONYMS
+
+    # a word with an accent could never match a normalised sentence
+    for words in _SYNONYMS.values():
+        assert all(normalize(w) == w for w in words), words

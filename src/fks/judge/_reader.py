@@ -223,6 +223,10 @@ Rules (J1-J40; every rule is general: none is keyed to an entity, fact or answer
   known place (``the Kingdom of Botswana``, ``the Republic of Senegal``) is that place unless
   the whole name is an entity of its own; a month inside a date (``19th March 1980``) and a
   title word before ``of`` and a known name are never a place of their own.
+* **Release 17 (stop 38; tuned on every set before ``fresh17``, ``fresh16`` included).** The
+  predicate's own verb in forms the templates do not use restates the slot
+  (:data:`fks.judge._run._SYNONYMS`: ``established`` for *founded*, ``working`` for
+  *worked*).
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and

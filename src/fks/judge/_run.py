@@ -174,8 +174,16 @@ def foreign_words(slots: dict[tuple[str, str], frozenset[str]]
 #: was *founded* reads ``<subject> was born in X`` as its place of formation (15 of 16 dev
 #: rows: a band, a company or a person "born" in a city; for a place of death or of work it
 #: stays another relation's predicate, J14).
+#: Release 17: the predicate's own verb in the forms the templates do not use -- ``established``
+#: for *founded* (``The Polish Press Agency was established in 1996.``), ``working`` / ``works``
+#: for *worked* (``I was working in Hamburg.``), in the six languages. Words are written as
+#: :func:`fks.text.normalize` leaves them (no accents: release 13's ``né`` / ``née`` never
+#: matched a normalised sentence; ``nee`` does now, ``ne`` -- also French negation -- not).
 _SYNONYMS: dict[str, frozenset[str]] = {
-    "founded": frozenset("born geboren nacido nacida né née родился родилась".split()),
+    "founded": frozenset("born geboren nacido nacida nee родился родилась established "
+                         "etabli etablie establecido establecida основан основана".split()),
+    "worked": frozenset("working works travaille trabaja trabajaba arbeitet работал "
+                        "работала".split()),
 }
 
 
