@@ -1331,3 +1331,22 @@ def test_synonyms_are_written_as_normalised_text():
     # a word with an accent could never match a normalised sentence
     for words in _SYNONYMS.values():
         assert all(normalize(w) == w for w in words), words
+
+
+# -- release 18 (stop 38, after the ../fresh18 read; dev only) ------------------------------
+def test_formal_prefixes_are_written_as_normalised_text():
+    from fks.judge._reader import FORMAL_PREFIXES
+
+    assert all(normalize(w) == w for w in FORMAL_PREFIXES)
+
+
+@pytest.mark.parametrize("raw, key", [
+    ("\nAbuja est la capitale de la République de France.", "ENTITY_Q142"),
+    ("\nAbuja ist die Hauptstadt vom Königreich Italien.", "ENTITY_Q38"),
+])
+def test_j23_a_formal_name_in_another_language(raw, key, gaz):
+    slot = frozenset("is the capital of which country est la capitale de quel pays ist die "
+                     "hauptstadt welchen landes".split())
+    kind, got, _ = read(raw, "Abuja is the capital of which country?", ("Abuja",), PLACES,
+                        gaz, slot)
+    assert (kind, got) == ("ANSWER", key)
