@@ -257,6 +257,7 @@ from fks.score.extract import (
     has_content,
     is_placeholder,
     opens_with_pronoun,
+    strip_cue,
     strip_line,
 )
 from fks.score.match import phrase_pattern
@@ -1049,9 +1050,9 @@ def _first_person(norm: str, ctx: _Context) -> re.Match[str] | None:
     return None
 
 
-#: J39 (release 16): a numbered list item, perhaps after an answer cue (``Answer: 2. Morocco``)
-_NUMBERED = re.compile(r"^\s*(?:(?:answer|r[ée]ponse|respuesta|antwort|ответ|答案)\s*[:：]\s*)?"
-                       r"(\d{1,2})[.)．、]\s*(.*)$", re.IGNORECASE)
+#: J39 (release 16): a numbered list item, once the scorer's answer cue is off
+#: (``Answer: 2. Morocco``; :func:`fks.score.extract.strip_cue`)
+_NUMBERED = re.compile(r"^\s*(\d{1,2})[.)．、]\s*(.*)$")
 
 
 def _numbered_options(raw: str) -> bool:
@@ -1073,7 +1074,7 @@ def _numbered_options(raw: str) -> bool:
     if lines and not raw[-1:].isspace():
         lines = lines[:-1]
     for n, line in enumerate(lines, 1):
-        m = _NUMBERED.match(line)
+        m = _NUMBERED.match(strip_cue(line))
         if m is None or int(m.group(1)) != n:
             break
         items.append(normalize(m.group(2)).strip(" .,;:-—–。"))
@@ -1156,12 +1157,13 @@ def _first_named(text: str, sentence: str, lex: EntityLexicon | None, adjectives
     """
     if lex is None:
         return None
-    for a, b, alias in sorted(lex.find_all(text, normalized=True),
-                              key=lambda m: (m[0], m[0] - m[1])):
+    found = lex.find_all(text, normalized=True)
+    starts = {x for x, _, _ in found}
+    for a, b, alias in sorted(found, key=lambda m: (m[0], m[0] - m[1])):
         keys = lex.keys_of(alias)
         if keys and _named_in(sentence, alias, lex) and not (adjectives and
                                                              _adjectival(sentence, alias)) \
-                and not _inside_date_or_title(text, a, b, alias, lex):
+                and not _inside_date_or_title(text, a, b, alias, starts):
             return a, min(keys, key=_qid_order), lex
     return None
 
@@ -1176,22 +1178,21 @@ _DAY_BEFORE = re.compile(r"\d{1,2}(?:st|nd|rd|th|er)?\s+(?:of\s+|de\s+)?$")
 _NUMBER_AFTER = re.compile(r"^\s*,?\s*\d")
 
 
-def _inside_date_or_title(text: str, a: int, b: int, alias: str, lex: EntityLexicon) -> bool:
+def _inside_date_or_title(text: str, a: int, b: int, alias: str, starts: set[int]) -> bool:
     """Release 16: a known name at ``text[a:b]`` that is only a word of something longer.
 
     A month inside a date (``born on 19th March 1980 in the United States``: the town of
-    March is no answer) and a state's formal title word before ``of`` and another name
-    ``lex`` knows (``the capital of the Republic of Senegal``: not the town of Republic; J23
-    reads the formal name as Senegal). Before a name ``lex`` does not know (``the Republic of
-    Srpska``) the title word stays, as before.
+    March is no answer) and a state's formal title word before ``of`` and another name the
+    lexicon knows (``starts``: where its names begin in ``text``; ``the capital of the
+    Republic of Senegal``: not the town of Republic; J23 reads the formal name as Senegal).
+    Before a name it does not know (``the Republic of Srpska``) the title word stays.
     """
     if alias in _MONTHS and (_DAY_BEFORE.search(text[:a]) or _NUMBER_AFTER.match(text[b:])):
         return True
     if alias not in FORMAL_PREFIXES or alias in _OF or alias in _ARTICLES:
         return False
     m = re.match(r"\s+(?:of|de|du|del|von)\s+(?:the\s+)?", text[b:])
-    return m is not None and any(x == b + m.end() for x, _, _ in lex.find_all(
-        text, normalized=True))
+    return m is not None and b + m.end() in starts
 
 
 #: J25: a parenthesis of a few words (an abbreviation: "(GDR)", "(NLD)") is an aside
@@ -1244,7 +1245,9 @@ def _read_slot(sentence: str, ctx: _Context) -> Reading | None:
 
     predicate = [w for w in before if pred(w)]
     # J38: the subject is the speaker ("I am a citizen of"): its auxiliaries are walked over
-    speaker = a == 0 and _first_person(norm, ctx) is not None
+    # (the first span is the pronoun itself, as _subject_spans found it)
+    fp = _FIRST_PERSON.match(norm)
+    speaker = fp is not None and (a, b) == (fp.end() - len(fp.group().lstrip()), fp.end())
     # walk the predicate after the subject: slot words and function words (not a name);
     # capitalised words right after the subject continue its name ("The Boeing Company was
     # founded in ..."): they are skipped

@@ -19,6 +19,7 @@ __all__ = [
     "is_placeholder",
     "letter_choice",
     "sentence_prefixes",
+    "strip_cue",
     "strip_line",
 ]
 
@@ -66,7 +67,7 @@ def first_segment(raw: str) -> str:
     text = raw
     while True:
         before = text
-        text = _CUE.sub("", text.lstrip(), count=1)
+        text = strip_cue(text)
         first, newline, rest = text.partition("\n")
         if newline and not has_content(first):
             text = rest  # a leading line without letters or digits ("---") is no answer
@@ -217,6 +218,11 @@ _FENCE = re.compile(r"^\s*```\w*\s*$")
 _LAST_QUESTION = re.compile(r"(?<=[.!。！])\s*[^.!?。！？]*[?？]\s*$")
 
 
+def strip_cue(text: str) -> str:
+    """R1: one leading answer cue off ``text`` (``Answer:``, ``The answer is``, ``答案：``)."""
+    return _CUE.sub("", text.lstrip(), count=1)
+
+
 def strip_line(line: str) -> str:
     """J2: HTML/markdown marks, bullets and answer cues off one line (repeatedly), cleaned.
 
@@ -233,7 +239,7 @@ def strip_line(line: str) -> str:
     while True:
         before = text
         text = _BULLET.sub("", text)
-        text = _CUE.sub("", text.lstrip(), count=1)
+        text = strip_cue(text)
         if text == before:
             break
     return clean(text)
