@@ -15,7 +15,11 @@ measured over twice as many facts; stop 36 the ninth, ``../fresh9``, with
 the twelfth, ``../fresh12``, with ``/work/real/fresh12/choice.json 17,18``, and the
 thirteenth, ``../fresh13``, with ``/work/real/fresh13/choice.json 19,20``, and the
 fourteenth, ``../fresh14``, with ``/work/real/fresh14/choice.json 21,22``, and the fifteenth,
-``../fresh15``, with ``/work/real/fresh15/choice.json 23,24,25,26``: 88 facts, one read)
+``../fresh15``, with ``/work/real/fresh15/choice.json 23,24,25,26``: 88 facts, one read;
+stop 38 ``../fresh16`` to ``../fresh18``, ranks 27-30, 31-34 and 35-38; stop 39 the nineteenth,
+``../fresh19``, with ``/work/real/fresh19/choice.json 39,40,41,42``, and the twentieth,
+``../fresh20``, with ``/work/real/fresh20/choice.json 43,44,45,46``, both labelled under the
+guide's §9)
 
 The first fresh set (`../fresh/choice.json`) took rank 1 (test) and rank 2 (dev) of every relation
 under the ranking and exclusions of `../fresh/choose_facts.py`. Its test split has been read for
@@ -46,7 +50,8 @@ LATER: dict[int, Path] = {3: HERE / "choice.json", **{
     r: HERE.parent / name / "choice.json" for r, name in (
         (4, "fresh3"), (5, "fresh4"), (6, "fresh5"), (7, "fresh6"), (8, "fresh7"),
         (10, "fresh8"), (12, "fresh9"), (14, "fresh10"), (16, "fresh11"), (18, "fresh12"),
-        (20, "fresh13"), (22, "fresh14"), (26, "fresh15"), (30, "fresh16"), (34, "fresh17"))}}
+        (20, "fresh13"), (22, "fresh14"), (26, "fresh15"), (30, "fresh16"), (34, "fresh17"),
+        (38, "fresh18"), (42, "fresh19"))}}
 
 
 def choose(rank: int = 3, ranks: tuple[int, ...] = ()):
