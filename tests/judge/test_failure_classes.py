@@ -1354,3 +1354,131 @@ def test_j23_a_formal_name_in_another_language(raw, key, gaz):
     kind, got, _ = read(raw, "Abuja is the capital of which country?", ("Abuja",), PLACES,
                         gaz, slot)
     assert (kind, got) == ("ANSWER", key)
+
+
+# -- release 19 (stop 39, guide §9; tuned on every set up to ../fresh18) --------------------
+def _religions() -> EntityLexicon:
+    from fks.judge._lexicon import _fold_religions
+
+    # a religion slot as the benchmark builds it: mParaRel's objects include the adherent
+    # entity "Muslim" beside "Islam"
+    table = {"ENTITY_Q432": ("Islam", ["Islam", "islam", "ислам", "伊斯兰教"]),
+             "ENTITY_Q47740": ("Muslim", ["Muslim", "musulman", "musulmán", "мусульманин"]),
+             "ENTITY_Q5043": ("Christianity", ["Christianity", "christianisme"])}
+    _fold_religions(table)
+    return EntityLexicon(table)
+
+
+RELIGION = frozenset("which religion is affiliated with religion de quelle religion est "
+                     "welcher religion gehört an".split())
+
+
+@pytest.mark.parametrize("raw, key", [
+    (" Ana Vidal is a Muslim scholar who lived in Cordoba.", "ENTITY_Q432"),
+    (" Ana Vidal was a Christian.", "ENTITY_Q5043"),
+    (" Ana Vidal is a Jewish rabbi who was born in 1934.", "ENTITY_Q9268"),
+    ("\nAna Vidal est un philosophe musulman.", "ENTITY_Q432"),
+    ("\nAna Vidal era un filósofo judío.", "ENTITY_Q9268"),
+    ("\nAna Vidal war Jüdin.", "ENTITY_Q9268"),
+    ("\nАна Видаль был английским католиком.", "ENTITY_Q1841"),
+    ("\n穆斯林", "ENTITY_Q432"),
+    (" Islam", "ENTITY_Q432"),  # the religion's own name and its adherent word: one cluster
+])
+def test_j41_an_adherent_word_names_its_religion(raw, key, gaz):
+    kind, got, _ = read(raw, "Which religion is Ana Vidal affiliated with?",
+                        ("Ana Vidal", "Ана Видаль"), _religions(), gaz, RELIGION)
+    assert (kind, got) == ("ANSWER", key)
+
+
+@pytest.mark.parametrize("raw", [" Ana Vidal is a member of the Roman Catholic Church.",
+                                 " Ana Vidal is a member of the Catholic Church."])
+def test_j41_a_church_is_one_entity_of_its_own(raw, gaz):
+    # guide §9: "Roman" or not, the church; never the adherent word "Catholic" inside it
+    kind, got, _ = read(raw, "Which religion is Ana Vidal affiliated with?", ("Ana Vidal",),
+                        _religions(), gaz, RELIGION)
+    assert (kind, got) == ("ANSWER", "ENTITY_Q9592")
+
+
+def test_j41_folds_only_a_religion_slot(tmp_path):
+    from fks.judge import build_lexicons
+    from fks.judge._lexicon import religion_key, religion_words
+
+    facts, queries = tiny_benchmark_rows()
+    lex = build_lexicons(load_benchmark(write_benchmark(tmp_path / "a", facts, queries)))
+    # no relation of the tiny benchmark asks a religion: no lexicon learns adherent words
+    assert all(not v.keys_of("muslim") for v in lex.values())
+    # one whose objects are religions does, and its adherent entity joins its religion
+    rel = facts[0]["relation"]["relation_id"]
+    for f in facts:
+        if f["relation"]["relation_id"] == rel:
+            f["answer_type"] = "religion"
+    facts[0]["object"] = {"canonical": "Muslim", "entity_id": "Q47740", "aliases": ["Muslim"]}
+    lex = build_lexicons(load_benchmark(write_benchmark(tmp_path / "b", facts, queries)))
+    assert lex[(rel, "object")].keys_of("muslim") == {"ENTITY_Q432"}
+    assert lex[(rel, "object")].keys_of("roman catholic church") == {"ENTITY_Q9592"}
+    assert not lex[(rel, "subject")].keys_of("muslim")
+    assert religion_key("ENTITY_Q106039") == "ENTITY_Q5043"
+    assert religion_key("ENTITY_Q90") == "ENTITY_Q90" and religion_words("ENTITY_Q90") == ()
+    assert religion_words("ENTITY_Q47740")[0] == "Islam"  # the gold's own name grounds it
+
+
+def test_j41_adherent_words_are_distinct_and_name_one_religion():
+    from fks.judge._lexicon import CHURCHES, RELIGION_ADHERENTS
+
+    seen: dict[str, str] = {}
+    for qid, (_, words) in (RELIGION_ADHERENTS | CHURCHES).items():
+        assert len(set(words)) == len(words), qid
+        for w in words:
+            assert seen.setdefault(normalize(w), qid) == qid, w
+
+
+@pytest.mark.parametrize("raw", [
+    " He was born in 1891 in the town of Vitoria, Spain. He was a priest.",
+    " She was born in 1754 in the town of Saint-Germain, France.",
+])
+def test_j14_a_qualifier_after_a_comma_fills_the_predicate_before_it(raw, gaz):
+    # guide §9 ("only the asked predicate fills the slot"): release 18 read the country after
+    # the comma as the place of death, since its own clause held no predicate word
+    r = read_answer(raw, query="Where did Ana Vidal die?", mentions=("Ana Vidal",),
+                    lexicon=PLACES, gazetteer=gaz, slot=DIED, foreign=frozenset({"born"}))
+    assert r.kind == "UNPARSEABLE", r
+    # our own predicate before the comma still answers with the place it names
+    r = read_answer(raw.replace("was born", "died"), query="Where did Ana Vidal die?",
+                    mentions=("Ana Vidal",), lexicon=PLACES, gazetteer=gaz, slot=DIED,
+                    foreign=frozenset({"born"}))
+    assert r.kind == "ANSWER", r
+
+
+@pytest.mark.parametrize("raw, key", [
+    # the whole prompt echoed, then the distractor's subject under a new cue: release 18 took
+    # the name for the echo starting again (J7) and read nothing
+    (" Ana Vidal Park is located in Italy. In which country is Zorbury located?\n"
+     "Answer: Ana Vidal Park", "SEMANTIC_ana vidal park"),
+    # a bare name of five words is still a name when the context sentence writes it
+    (" The Ana Vidal Memorial Sports Park.\nThe park is located in",
+     "SEMANTIC_ana vidal memorial sports park"),
+])
+def test_r_context_the_distractor_subject_as_a_bare_line(raw, key, gaz):
+    query = ("Ana Vidal Park is located in Italy. In which country is Zorbury located?"
+             if "Memorial" not in raw else
+             "The Ana Vidal Memorial Sports Park is located in Italy. In which country is "
+             "Zorbury located?")
+    kind, got, _ = read(raw, query, ("Zorbury",), PLACES, gaz, LOCATED)
+    assert (kind, got) == ("ANSWER", key)
+
+
+def test_r_context_an_echoed_distractor_sentence_is_still_no_answer(gaz):
+    raw = " Ana Vidal Park is located in Italy.\nAnswer: Ana Vidal Park is located in"
+    kind, _, _ = read(raw, "Ana Vidal Park is located in Italy. In which country is Zorbury "
+                      "located?", ("Zorbury",), PLACES, gaz, LOCATED)
+    assert kind == "UNPARSEABLE"
+
+
+def test_r_context_a_loop_cut_by_the_budget_is_still_no_answer(gaz):
+    # the distractor sentence repeated, cut after its subject, with no answer cue before it:
+    # the echo starting again (J7), not an answer
+    raw = (" Ana Vidal Park is located in Italy.\nAna Vidal Park is located in Italy.\n"
+           "Ana Vidal Park")
+    kind, _, _ = read(raw, "Ana Vidal Park is located in Italy. In which country is Zorbury "
+                      "located?", ("Zorbury",), PLACES, gaz, LOCATED)
+    assert kind == "UNPARSEABLE"

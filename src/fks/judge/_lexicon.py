@@ -35,6 +35,8 @@ __all__ = [
     "entity_key",
     "build_lexicons",
     "build_gazetteer",
+    "religion_key",
+    "religion_words",
 ]
 
 _EDGE_PUNCT = re.compile(r"^[\W_]+|[\W_]+$")
@@ -312,17 +314,109 @@ def _add_short_names(table: dict[str, tuple[str, list[str]]]) -> None:
             table[keys[0]] = (canonical, [*aliases, canonical.split(" of ", 1)[0]])
 
 
+#: J41 (release 19, guide §9): on a religion slot an adherent word names its religion, as §1's
+#: language adjective names its language (``X is a Muslim scholar`` -> Islam). Religion (Wikidata
+#: id) -> (English label, adherent words in the six benchmark languages). A lexical table of
+#: the language, like the gazetteer: it names no fact, subject or answer of the benchmark.
+RELIGION_ADHERENTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "Q432": ("Islam", (
+        "Muslim", "Muslims", "Moslem", "Islamic", "musulman", "musulmane", "musulmans",
+        "islamique", "musulmán", "musulmana", "musulmanes", "islámico", "islámica", "Muslime",
+        "muslimisch", "muslimische", "muslimischer", "islamisch", "islamische",
+        "мусульманин", "мусульманка", "мусульмане", "мусульманином", "мусульманский",
+        "исламский", "穆斯林")),
+    "Q5043": ("Christianity", (
+        "Christian", "Christians", "chrétien", "chrétienne", "chrétiens", "cristiano",
+        "cristiana", "cristianos", "Christin", "Christen", "christlich",
+        "christliche", "christlicher", "христианин", "христианка", "христиане",
+        "христианином", "христианский", "基督徒")),
+    "Q9268": ("Judaism", (
+        "Jewish", "Jew", "Jews", "juif", "juive", "juifs", "judío", "judía", "judíos",
+        "jüdisch", "jüdische", "jüdischer", "Jude", "Jüdin", "Juden", "еврей", "еврейка",
+        "евреи", "евреем", "иудей", "еврейский", "犹太人")),
+    "Q1841": ("Catholicism", (
+        "Catholic", "Catholics", "Roman Catholic", "catholique", "catholiques", "católico",
+        "católica", "católicos", "katholisch", "katholische", "katholischer", "Katholik",
+        "Katholikin", "католик", "католичка", "католики", "католиком", "католический",
+        "天主教徒")),
+    "Q748": ("Buddhism", (
+        "Buddhist", "Buddhists", "bouddhiste", "bouddhistes", "budista", "budistas",
+        "buddhistisch", "buddhistische", "буддист", "буддистка", "буддисты", "буддистом",
+        "буддийский", "佛教徒")),
+    "Q9089": ("Hinduism", (
+        "Hindu", "Hindus", "hindou", "hindoue", "hindous", "hindú", "hindúes", "hinduistisch",
+        "индуист", "индуистка", "индуисты", "индуистом", "индуистский", "印度教徒")),
+    "Q23540": ("Protestantism", (
+        "Protestant", "Protestants", "protestante", "protestantes", "evangelisch",
+        "протестант", "протестантка", "протестанты", "протестантом", "新教徒")),
+}
+#: Wikidata's adherent entities, which mParaRel uses as objects (``Muslim``): their religion
+ADHERENT_ENTITIES: dict[str, str] = {"Q47740": "Q432", "Q106039": "Q5043", "Q10090": "Q9089"}
+#: a church is an entity of its own (guide §9), one whatever the ``Roman``; listed so that the
+#: adherent word inside its name (``Catholic``) is not read alone (longest match wins)
+CHURCHES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "Q9592": ("Catholic Church", (
+        "Catholic Church", "Roman Catholic Church", "Église catholique",
+        "Église catholique romaine", "Iglesia católica", "Iglesia católica romana",
+        "katholische Kirche", "römisch-katholische Kirche", "Католическая церковь",
+        "Римско-католическая церковь", "天主教会")),
+}
+
+
+def religion_key(key: str) -> str:
+    """J41: the religion an adherent entity's cluster key stands for (else ``key``).
+
+    >>> religion_key("ENTITY_Q47740"), religion_key("ENTITY_Q90")
+    ('ENTITY_Q432', 'ENTITY_Q90')
+    """
+    qid = key[len("ENTITY_"):] if key.startswith("ENTITY_") else ""
+    return f"ENTITY_{ADHERENT_ENTITIES[qid]}" if qid in ADHERENT_ENTITIES else key
+
+
+def religion_words(key: str) -> tuple[str, ...]:
+    """J41: the religion ``key``'s label and adherent words (after :func:`religion_key`).
+
+    >>> religion_words("ENTITY_Q47740")[:3]
+    ('Islam', 'Muslim', 'Muslims')
+    """
+    qid = religion_key(key)[len("ENTITY_"):]
+    label, words = RELIGION_ADHERENTS.get(qid, ("", ()))
+    return (label, *words) if label else ()
+
+
+def _fold_religions(table: dict[str, tuple[str, list[str]]]) -> None:
+    """J41: a religion slot's lexicon, with adherent words as their religion's names.
+
+    An adherent entity (``Muslim``) joins its religion's entry; every religion of
+    :data:`RELIGION_ADHERENTS` and every church of :data:`CHURCHES` is an entry.
+    """
+    for qid, religion in ADHERENT_ENTITIES.items():
+        if (got := table.pop(f"ENTITY_{qid}", None)) is not None:
+            key = f"ENTITY_{religion}"
+            canonical, aliases = table.get(key, (RELIGION_ADHERENTS[religion][0], []))
+            table[key] = (canonical, [*aliases, *got[1]])
+    for qid, (label, words) in (RELIGION_ADHERENTS | CHURCHES).items():
+        canonical, aliases = table.get(f"ENTITY_{qid}", (label, [label]))
+        table[f"ENTITY_{qid}"] = (canonical, [*aliases, *words])
+
+
 def build_lexicons(benchmark: Benchmark) -> dict[tuple[str, str], EntityLexicon]:
     """Build one lexicon per ``(relation, slot)`` of a benchmark.
 
     Slot ``object``: every fact's object of that relation; ``subject``: every fact's subject;
-    each entity with its canonical label and every alias.
+    each entity with its canonical label and every alias. A slot whose answer type is
+    ``religion`` also knows the adherent words of each religion (J41, :func:`_fold_religions`).
     """
     tables: dict[tuple[str, str], dict[str, tuple[str, list[str]]]] = defaultdict(dict)
+    religious: set[tuple[str, str]] = set()
     for fact in benchmark.facts:
         rel = fact.relation.relation_id
         for slot, ent in (("object", fact.object), ("subject", fact.subject)):
             key = entity_key(ent.entity_id, ent.canonical)
             canonical, aliases = tables[(rel, slot)].get(key, (ent.canonical, []))
             tables[(rel, slot)][key] = (canonical, [*aliases, ent.canonical, *ent.aliases])
+        if fact.answer_type == "religion":
+            religious.add((rel, "object"))
+    for k in religious:
+        _fold_religions(tables[k])
     return {k: EntityLexicon(v) for k, v in tables.items()}

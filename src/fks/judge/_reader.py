@@ -230,6 +230,16 @@ Rules (J1-J40; every rule is general: none is keyed to an entity, fact or answer
 * **Release 18 (stop 38, after the ``fresh18`` read; dev only, never read on a test set).**
   :data:`FORMAL_PREFIXES` written without accents, as sentences are compared (release 16's
   ``république``, ``état``, ``república`` and ``königreich`` never matched); no dev row moves.
+* **Release 19 (stop 39; guide §9; tuned on every set up to ``fresh18``).** J41: on a religion
+  slot an adherent word names its religion (``X is a Muslim scholar`` -> Islam, ``a Jewish
+  rabbi`` -> Judaism; mParaRel's adherent entity ``Muslim`` is Islam's cluster), and ``the
+  (Roman) Catholic Church`` is one entity of its own
+  (:data:`fks.judge._lexicon.RELIGION_ADHERENTS`, applied when the lexicons are built). J14: a
+  clause with no predicate word continues the one before it, so the country after ``born in
+  the town of Vitoria,`` is no place of death. R-context: a line that is only a name the
+  context sentence writes is a bare answer of any length, also after an echoed context
+  sentence that starts with it (``Kowsar County is located in Iran. In which country is …?``
+  then ``Answer: Kowsar County`` is Kowsar County; J7 took it for the echo starting again).
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
@@ -420,6 +430,12 @@ class _Context:
         # J6: the query's sentences before the question (a context query's distractor)
         sentences = _sentences(query.strip())
         self.context_sentences = tuple(normalize(p) for p in sentences[:-1])
+        #: release 19: the name each context sentence opens with (its subject), articles
+        #: dropped ("Kowsar County" of "Kowsar County is located in Iran.")
+        self.context_subjects = frozenset(filter(None, [
+            _opening_name(p) for p in sentences[:-1]] + [
+            _opening_name(" ".join(reversed(p.rstrip(".").split())), reverse=True)
+            for p in sentences[:-1]]))
         # J30: the asked sentence (the query's last)
         self._asked = semantic_key(sentences[-1]) if sentences else ""
         self.slot = slot
@@ -465,16 +481,22 @@ class _Context:
         The clause is the text before the span's first occurrence back to the last comma,
         semicolon or colon. Its last predicate word -- one of our slot's words or a foreign
         one (:attr:`foreign`) -- is foreign: ``network owned by the BBC`` is our predicate.
+        Release 19 (guide §9, "only the asked predicate fills the slot"): a clause with no
+        predicate word of either kind continues the one before it, so a qualifier or an
+        apposition after a comma (``born in the town of Vitoria, Spain``; ``born in 1844 in
+        the town of St. Paul, Minnesota``) fills the predicate before the comma.
         """
         if not self.foreign or not span:
             return False
         at = stripped.find(span)
         if at < 0:
             return False
-        clause = re.split(r"[,;:，；：]", stripped[:at])[-1]
-        marks = [w for w in _tokens(clause)
-                 if w in self.foreign or (w in self.slot and (len(w) >= 4 or has_cjk(w)))]
-        return bool(marks) and marks[-1] in self.foreign
+        for clause in reversed(re.split(r"[,;:，；：]", stripped[:at])):
+            marks = [w for w in _tokens(clause)
+                     if w in self.foreign or (w in self.slot and (len(w) >= 4 or has_cjk(w)))]
+            if marks:
+                return marks[-1] in self.foreign
+        return False
 
     def in_context(self, name: str) -> bool:
         """R-context: normalised ``name`` is written in the query's other (distractor) sentence."""
@@ -1691,6 +1713,82 @@ def _whole_name(stripped: str, span: str, sentence: str, ctx: _Context) -> Readi
     return Reading("ANSWER", written, f"SEMANTIC_{semantic_key(written)}", written, 0.5, "J13")
 
 
+#: lower-case words inside a name (``Bank of America``, ``Rio de Janeiro``)
+_NAME_PARTICLES = frozenset("of the and de du des del la le los las y et von van der den "
+                            "und di da do dos".split())
+
+
+def _cued_lines(raw: str) -> frozenset[str]:
+    r"""Release 19: the lines of ``raw`` written after an answer cue, normalised.
+
+    The cue on the line itself (``Answer: Kowsar County``) or alone on the line before it
+    (``Answer:`` then ``Sena Medal``); the first line answers the prompt's own question.
+
+    >>> sorted(_cued_lines("Kowsar County is in Iran.\nAnswer: Kowsar County\nAnswer:\nIran"))
+    ['iran', 'kowsar county', 'kowsar county is in iran']
+    """
+    out: set[str] = set()
+    pending = True
+    for line in raw.splitlines():
+        if not line.strip():
+            continue
+        rest = strip_cue(line)
+        if rest.strip() != line.strip():  # a cue opens the line
+            if strip_line(rest):
+                out.add(normalize(strip_line(rest)))
+            pending = not strip_line(rest)
+            continue
+        if pending:
+            out.add(normalize(strip_line(line)))
+        pending = False
+    return frozenset(out)
+
+
+def _opening_name(sentence: str, reverse: bool = False) -> str:
+    """Return the capitalised words a sentence opens with, articles dropped, normalised.
+
+    ``reverse``: ``sentence`` is written backwards, word by word, and the name it ends with is
+    wanted (``Durham owns Durham Bulls Athletic Park.``: the park).
+
+    >>> _opening_name("The Durham Bulls Athletic Park is owned by Durham.")
+    'durham bulls athletic park'
+    >>> _opening_name("Park Athletic Bulls Durham owns Durham", reverse=True)
+    'durham bulls athletic park'
+    """
+    words = sentence.split()
+    while not reverse and words and normalize(words[0]) in _ARTICLES:
+        words.pop(0)
+    name: list[str] = []
+    for w in words:
+        if not (w[:1].isupper() or (name and w in _NAME_PARTICLES)):
+            break
+        name.append(w)
+    while name and (name[-1] in _NAME_PARTICLES or normalize(name[-1]) in _ARTICLES):
+        name.pop()
+    return normalize(" ".join(reversed(name) if reverse else name))
+
+
+def _distractor_line(text: str, ctx: _Context) -> bool:
+    """Release 19 (guide §9): ``text`` is only a name the query's context sentence writes.
+
+    ``Kowsar County``, ``The Durham Bulls Athletic Park.``: the distractor's subject. Such a
+    line is a bare answer of any length (R-context), and it is read even when an echoed
+    context sentence before it starts with the same words: it names, it does not loop.
+    """
+    if not ctx.context_sentences:
+        return False
+    head = strip_line(text).strip().rstrip(".")
+    words = head.split()
+    while words and normalize(words[0]) in _ARTICLES:
+        words.pop(0)
+    head = " ".join(words)
+    if not words or any(w[:1].islower() and w not in _NAME_PARTICLES for w in words):
+        return False  # a sentence ("Kowsar County is located in Iran."), not a name
+    # the whole name the context sentence opens with (its subject), not the start of it
+    # ("La Libre" cut by the budget is the echo starting again)
+    return normalize(" ".join(words)) in ctx.context_subjects
+
+
 def _distractor_name(head: str, sentence: str, ctx: _Context) -> bool:
     """J6: ``head`` is a capitalised name written in a query sentence before the question."""
     name = normalize(head)
@@ -1935,14 +2033,17 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
     cut = normalize(strip_line(tail)) if tail.strip() and not raw[-1:].isspace() \
         and not tail.rstrip().endswith(_CLOSED) else None
     seen: list[str] = []
+    cued = _cued_lines(raw) if ctx.context_subjects else frozenset()
     for i, text in enumerate(lines):
         norm_line = normalize(text)
-        if any(prev.startswith(norm_line) for prev in seen):
+        named = bool(cued) and normalize(strip_line(text)) in cued \
+            and _distractor_line(text, ctx)
+        if not named and any(prev.startswith(norm_line) for prev in seen):
             continue  # J7: the start of a line already read again (a loop cut by the budget)
         seen.append(norm_line)
         if ctx.echoes_query(text):
             continue  # J30: the prompt repeated ("Averroes es seguidor de")
-        bare = len(_tokens(norm_line)) <= STRING_MAX_WORDS
+        bare = named or len(_tokens(norm_line)) <= STRING_MAX_WORDS
         for j, sentence in enumerate(_sentences(text, ctx.dotted)):
             if not has_content(sentence):
                 continue

@@ -42,6 +42,8 @@ from fks.judge._lexicon import (
     build_gazetteer,
     build_lexicons,
     entity_key,
+    religion_key,
+    religion_words,
 )
 from fks.judge._reader import clear_caches
 from fks.judge._types import REVIEW_REQUIRED, UNPARSEABLE, AnswerGroup, AnswerItem, Judge
@@ -235,8 +237,11 @@ def build_groups(records: list[ScoredRecord], bench: Benchmark,
             gazetteer=gazetteer, slot=slots.get((rel, slot), frozenset()),
             foreign=foreign.get((rel, slot), frozenset()),
         ))
-        out.refs.append(Reference(entity_key(ent.entity_id, ent.canonical),
-                                  tuple(dict.fromkeys(gold)), fact.answer_type,
+        gold_key = entity_key(ent.entity_id, ent.canonical)
+        if fact.answer_type == "religion" and slot == "object":  # J41: as the lexicon reads it
+            gold_key = religion_key(gold_key)
+            gold += religion_words(gold_key)
+        out.refs.append(Reference(gold_key, tuple(dict.fromkeys(gold)), fact.answer_type,
                                   fact.answer_granularity))
         out.members.append(idx)
     return out
