@@ -51,7 +51,7 @@ LATER: dict[int, Path] = {3: HERE / "choice.json", **{
         (4, "fresh3"), (5, "fresh4"), (6, "fresh5"), (7, "fresh6"), (8, "fresh7"),
         (10, "fresh8"), (12, "fresh9"), (14, "fresh10"), (16, "fresh11"), (18, "fresh12"),
         (20, "fresh13"), (22, "fresh14"), (26, "fresh15"), (30, "fresh16"), (34, "fresh17"),
-        (38, "fresh18"), (42, "fresh19"))}}
+        (38, "fresh18"), (42, "fresh19"), (46, "fresh20"), (50, "fresh21"))}}
 
 
 def choose(rank: int = 3, ranks: tuple[int, ...] = ()):
