@@ -1482,3 +1482,36 @@ def test_r_context_a_loop_cut_by_the_budget_is_still_no_answer(gaz):
     kind, _, _ = read(raw, "Ana Vidal Park is located in Italy. In which country is Zorbury "
                       "located?", ("Zorbury",), PLACES, gaz, LOCATED)
     assert kind == "UNPARSEABLE"
+
+
+# -- release 20 (stop 39; tuned on every set up to ../fresh20) ------------------------------
+@pytest.mark.parametrize("raw", [
+    " He was a German-American who was born in 1844 in the town of Zorbury.",
+    " He was a French-Canadian painter who lived in the town of Zorbury.",
+])
+def test_j20_a_compound_demonym_is_an_adjective(raw, gaz):
+    # asked where he died: "German" (the language, in the gazetteer) describes him
+    r = read_answer(raw, query="Where did Ana Vidal die?", mentions=("Ana Vidal",),
+                    lexicon=PLACES, gazetteer=gaz, slot=DIED, foreign=frozenset({"born"}))
+    assert r.kind == "UNPARSEABLE", r
+
+
+@pytest.mark.parametrize("raw", [
+    " The Ana Vidal is a popular truck in France. It is sold everywhere.",
+    " The Ana Vidal Stadium is a football stadium in the city of Paris, France.",
+])
+def test_a_place_where_something_is_does_not_fill_a_maker_slot(raw, gaz):
+    # guide §9 (only the asked predicate fills the slot): asked a maker or an owner, the
+    # place the subject is in is an aside
+    kw = dict(query="Which company manufactures Ana Vidal?", mentions=("Ana Vidal",),
+              lexicon=COMPANIES, gazetteer=gaz, slot=MAKER)
+    assert read_answer(raw, **kw, place=False).kind == "UNPARSEABLE"
+    if "truck" in raw:  # release 19 read the place as the maker
+        assert read_answer(raw, **kw).key == "ENTITY_Q142"
+
+
+def test_a_maker_after_a_place_phrase_is_still_read(gaz):
+    raw = " The Ana Vidal, a popular truck in France, is made by Boeing."
+    r = read_answer(raw, query="Which company manufactures Ana Vidal?", mentions=("Ana Vidal",),
+                    lexicon=COMPANIES, gazetteer=gaz, slot=MAKER, place=False)
+    assert (r.kind, r.key) == ("ANSWER", "ENTITY_Q66"), r

@@ -49,6 +49,8 @@ ENTITY_CONFIDENCE = 1.0
 AMBIGUOUS_ALIAS_CONFIDENCE = 0.7
 STRING_CONFIDENCE = 0.5
 _NUMERIC_TYPES = frozenset({"number", "year", "date", "quantity", "count"})
+#: release 20: answer types that are places (a place named after "located in" may fill them)
+PLACE_TYPES = frozenset({"city", "place", "country", "continent", "location"})
 
 
 class AliasJudge:
@@ -71,16 +73,17 @@ class AliasJudge:
 
     def _cluster_group(self, group: AnswerGroup) -> GroupResult:
         numeric = group.answer_type in _NUMERIC_TYPES
+        place = group.answer_type in PLACE_TYPES or not group.answer_type
         raw = []
         for item in group.items:
             key = (item.raw_response, item.query or group.question, item.generation_ok,
                    group.mentions, id(group.lexicon), id(group.gazetteer), numeric, group.slot,
-                   group.foreign)
+                   group.foreign, place)
             got = self._memo.get(key)
             if got is None:
                 got = assign_alias(item, group.lexicon, group.mentions, group.gazetteer,
                                    numeric=numeric, question=group.question, slot=group.slot,
-                                   foreign=group.foreign)
+                                   foreign=group.foreign, place=place)
                 if len(self._memo) < 500_000:
                     self._memo[key] = got
             raw.append(got)
@@ -142,17 +145,18 @@ def join_variants(raw: list[Assignment], lexicon: EntityLexicon,
 def assign_alias(item: AnswerItem, lexicon: EntityLexicon, mentions: tuple[str, ...] = (),
                  gazetteer: EntityLexicon | None = None, *, numeric: bool = False,
                  question: str = "", slot: frozenset[str] = frozenset(),
-                 foreign: frozenset[str] = frozenset()) -> Assignment:
+                 foreign: frozenset[str] = frozenset(), place: bool = True) -> Assignment:
     """Assign one answer to a cluster: step one of the alias judge (module docstring).
 
     ``mentions`` are the aliases of the entity the question itself names; ``question`` is
-    used when the item carries no query text of its own.
+    used when the item carries no query text of its own; ``place``: the slot's answer type is
+    a place (release 20: else a place named after ``located in`` does not fill it).
     """
     if not item.generation_ok:
         return Assignment(UNPARSEABLE, None, "UNPARSEABLE", 1.0)
     r = read_answer(item.raw_response, query=item.query or question, mentions=mentions,
                     lexicon=lexicon, gazetteer=gazetteer, numeric=numeric, slot=slot,
-                    foreign=foreign)
+                    foreign=foreign, place=place)
     if r.kind != "ANSWER" or r.key is None:
         return Assignment(r.kind if r.kind != "ANSWER" else UNPARSEABLE, None,
                           r.kind if r.kind != "ANSWER" else "UNPARSEABLE", 1.0)

@@ -240,6 +240,13 @@ Rules (J1-J40; every rule is general: none is keyed to an entity, fact or answer
   context sentence writes is a bare answer of any length, also after an echoed context
   sentence that starts with it (``Kowsar County is located in Iran. In which country is …?``
   then ``Answer: Kowsar County`` is Kowsar County; J7 took it for the echo starting again).
+* **Release 20 (stop 39; tuned on every set up to ``fresh20``).** J20: a compound demonym
+  after a determiner is an adjective (``a German-American who``, ``a French-Canadian
+  painter``). Guide §9 ("only the asked predicate fills the slot"): on a slot whose answer is
+  no place (a maker, an owner, a network, a label, a language, a religion, a position), a
+  place named after a locative phrase (``a popular truck in the United States``, ``a stadium
+  in the city of Rome``) is an aside (:meth:`_Context.located`; the judge passes the answer
+  type as ``place``).
 * **J10 The first answer counts.** The first line that yields a reading decides
   (``Denmark\nAnswer: Denmark\nAnswer: Norway`` is ``Denmark``): under greedy decoding and a
   24-token budget what follows a complete answer is the prompt pattern repeating itself, and
@@ -425,8 +432,10 @@ class _Context:
     def __init__(self, query: str, mentions: tuple[str, ...], lexicon: EntityLexicon,
                  gazetteer: EntityLexicon | None, numeric: bool,
                  slot: frozenset[str] = frozenset(),
-                 foreign: frozenset[str] = frozenset()) -> None:
+                 foreign: frozenset[str] = frozenset(), place: bool = True) -> None:
         self.query_norm, self.query_words = _query_parts(query)
+        #: release 20: the slot's answer type is a place (else see :meth:`located`)
+        self.place = place
         # J6: the query's sentences before the question (a context query's distractor)
         sentences = _sentences(query.strip())
         self.context_sentences = tuple(normalize(p) for p in sentences[:-1])
@@ -497,6 +506,20 @@ class _Context:
             if marks:
                 return marks[-1] in self.foreign
         return False
+
+    def located(self, stripped: str, span: str) -> bool:
+        """Release 20 (guide §9): ``span`` is where something is, on a slot for no place.
+
+        Only the asked predicate fills the slot. ``… is a popular truck in the United
+        States``, ``a stadium in the city of Rome``, ``spoken in the province of Quebec``: the
+        text before the span ends with a locative
+        verb and ``in``, or with ``in the city of`` (or state, province ...). Asked a maker, an
+        owner, a language or a religion, such a place is an aside.
+        """
+        if self.place or not span:
+            return False
+        at = stripped.find(span)
+        return at > 0 and bool(_LOCATIVE.search(stripped[:at]))
 
     def in_context(self, name: str) -> bool:
         """R-context: normalised ``name`` is written in the query's other (distractor) sentence."""
@@ -738,8 +761,9 @@ _DETERMINERS = r"(?:a|an|the|der|die|das|ein|eine|einen|le|la|les|un|une|el|los|
 @lru_cache(maxsize=1 << 16)
 def _adjective_pattern(alias: str) -> re.Pattern[str]:
     """J20: ``alias`` after a determiner (up to two words between), with what follows it."""
-    return re.compile(r"(?<!\w)" + _DETERMINERS + r"\s+(?:[\w-]+\s+){0,2}?(" + re.escape(alias)
-                      + r")(?!\w)(-\w+|(?:-\w+)?\s+\w+)?", re.IGNORECASE)
+    # release 20: also the second part of a compound (``a French-Canadian painter``)
+    return re.compile(r"(?<!\w)" + _DETERMINERS + r"\s+(?:[\w-]+\s+){0,2}?(?:\w+-)?("
+                      + re.escape(alias) + r")(?!\w)(-\w+|(?:-\w+)?\s+\w+)?", re.IGNORECASE)
 
 
 @lru_cache(maxsize=1 << 17)
@@ -747,8 +771,8 @@ def _adjectival(sentence: str, alias: str) -> bool:
     """J20: ``sentence`` writes ``alias`` only as an adjective (or inside a longer name).
 
     An adjective: a capitalised name after a determiner, before a lower-case word or a
-    lower-case hyphen suffix (``a Swedish doctor``, ``the Bulgarian capital``, ``a
-    German-born physician``). Such a name describes; it names no entity for the slot (the
+    hyphen suffix (``a Swedish doctor``, ``the Bulgarian capital``, ``a German-born
+    physician``, ``a German-American``). Such a name describes; it names no entity for the slot (the
     guide's descriptions). An occurrence followed by another capitalised word is part of a
     longer name (``the Swedish Medical Association``) and does not name the entity either.
     At least one occurrence must be an adjective.
@@ -761,8 +785,13 @@ def _adjectival(sentence: str, alias: str) -> bool:
         nxt = (m.group(2) or "").lstrip("-").split()
         word = nxt[-1] if nxt else ""
         hyphen = (m.group(2) or "").startswith("-") and len(nxt) == 1
-        if m.group(1)[:1].isupper() and word[:1].islower() \
-                and (hyphen or normalize(word) not in _FUNCTION):
+        # release 20: a compound after a determiner (``a German-American who``) is an
+        # adjective too; its second part only before a lower-case word (``a French-Canadian
+        # painter``), never inside a longer hyphenated name (``Saint-Pierre-sur-Mer``)
+        if text[m.start(1) - 1:m.start(1)] == "-" and hyphen:
+            continue
+        if m.group(1)[:1].isupper() and (hyphen and m.group(2).count("-") == 1 or (
+                word[:1].islower() and normalize(word) not in _FUNCTION)):
             adjectives.add(m.start(1))
     if not adjectives:
         return False
@@ -1608,8 +1637,8 @@ def _read_clauses(sentence: str, ctx: _Context, bare: bool, completes: bool
         if _named_in(sentence, span, ctx.lexicon):
             if distractor(ctx.lexicon, res.key, span):
                 return None  # J6: the query's other (distractor) sentence repeated
-            if ctx.governed_elsewhere(stripped, span):
-                return None  # J14: "was born in Paris" asked where she died
+            if ctx.governed_elsewhere(stripped, span) or ctx.located(stripped, span):
+                return None  # J14: "was born in Paris" asked where she died; release 20
             whole = _whole_name(stripped, span, sentence, ctx) if bare else None
             if whole is not None:
                 return whole
@@ -1651,8 +1680,8 @@ def _read_clauses(sentence: str, ctx: _Context, bare: bool, completes: bool
                 continue
             if distractor(ctx.gazetteer, g, span):
                 return None
-            if ctx.governed_elsewhere(stripped, span):
-                return None  # J14
+            if ctx.governed_elsewhere(stripped, span) or ctx.located(stripped, span):
+                return None  # J14; release 20
             qualified = _qualified(span, stripped, sentence, ctx)
             if qualified is not None:  # J17 (release 12): "the town of Vinci, in the province of X"
                 return None if ctx.governed_elsewhere(stripped, qualified.span or "") \
@@ -1713,6 +1742,12 @@ def _whole_name(stripped: str, span: str, sentence: str, ctx: _Context) -> Readi
     return Reading("ANSWER", written, f"SEMANTIC_{semantic_key(written)}", written, 0.5, "J13")
 
 
+#: release 20: a locative phrase right before a place (``located in``, ``a popular truck in``,
+#: ``in the city of``), normalised text
+_LOCATIVE = re.compile(
+    r"(?:\b(?:located|situated|based|popular|sold|available|spoken|lives?|living|found)\b"
+    r"[^.,;:]*?\bin\s+(?:the\s+)?|\bin\s+the\s+(?:city|state|province|country|region|town|"
+    r"village|county|district|capital)\s+of\s+(?:the\s+)?)$")
 #: lower-case words inside a name (``Bank of America``, ``Rio de Janeiro``)
 _NAME_PARTICLES = frozenset("of the and de du des del la le los las y et von van der den "
                             "und di da do dos".split())
@@ -1977,7 +2012,7 @@ def _defines_other(sentence: str, ctx: _Context) -> bool:
 def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: EntityLexicon,
                 gazetteer: EntityLexicon | None = None, numeric: bool = False,
                 slot: frozenset[str] = frozenset(),
-                foreign: frozenset[str] = frozenset()) -> Reading:
+                foreign: frozenset[str] = frozenset(), place: bool = True) -> Reading:
     r"""Read one continuation (rules J1-J10 of the module docstring).
 
     >>> lex = EntityLexicon({"ENTITY_Q5838": ("Kabul", ["Kabul", "喀布尔"])})
@@ -1990,7 +2025,7 @@ def read_answer(raw: str, *, query: str, mentions: tuple[str, ...], lexicon: Ent
     """
     if not raw.strip():
         return Reading("UNPARSEABLE", rule="J1")
-    ctx = _Context(query, mentions, lexicon, gazetteer, numeric, slot, foreign)
+    ctx = _Context(query, mentions, lexicon, gazetteer, numeric, slot, foreign, place)
     raw = _join_wrapped(_own_question_cut(raw, ctx))
     if not raw.strip():
         return Reading("UNPARSEABLE", rule="J19")
