@@ -49,8 +49,10 @@ ENTITY_CONFIDENCE = 1.0
 AMBIGUOUS_ALIAS_CONFIDENCE = 0.7
 STRING_CONFIDENCE = 0.5
 _NUMERIC_TYPES = frozenset({"number", "year", "date", "quantity", "count"})
-#: release 20: answer types that are places (a place named after "located in" may fill them)
-PLACE_TYPES = frozenset({"city", "place", "country", "continent", "location"})
+#: release 20: answer types that are no place (``configs/relations.yaml``): a place named
+#: after "located in" does not fill them; any other type (a place, ``entity``) may be one
+NON_PLACE_TYPES = frozenset({"organization", "language", "religion", "position", "genre",
+                             "instrument"})
 
 
 class AliasJudge:
@@ -73,7 +75,7 @@ class AliasJudge:
 
     def _cluster_group(self, group: AnswerGroup) -> GroupResult:
         numeric = group.answer_type in _NUMERIC_TYPES
-        place = group.answer_type in PLACE_TYPES or not group.answer_type
+        place = group.answer_type not in NON_PLACE_TYPES
         raw = []
         for item in group.items:
             key = (item.raw_response, item.query or group.question, item.generation_ok,

@@ -439,12 +439,10 @@ class _Context:
         # J6: the query's sentences before the question (a context query's distractor)
         sentences = _sentences(query.strip())
         self.context_sentences = tuple(normalize(p) for p in sentences[:-1])
-        #: release 19: the name each context sentence opens with (its subject), articles
-        #: dropped ("Kowsar County" of "Kowsar County is located in Iran.")
+        #: release 19: the names each context sentence opens and ends with (its subject and
+        #: object: "Kowsar County" of "Kowsar County is located in Iran.")
         self.context_subjects = frozenset(filter(None, [
-            _opening_name(p) for p in sentences[:-1]] + [
-            _opening_name(" ".join(reversed(p.rstrip(".").split())), reverse=True)
-            for p in sentences[:-1]]))
+            _edge_name(p, end) for p in sentences[:-1] for end in (False, True)]))
         # J30: the asked sentence (the query's last)
         self._asked = semantic_key(sentences[-1]) if sentences else ""
         self.slot = slot
@@ -1779,19 +1777,20 @@ def _cued_lines(raw: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def _opening_name(sentence: str, reverse: bool = False) -> str:
-    """Return the capitalised words a sentence opens with, articles dropped, normalised.
+def _edge_name(sentence: str, end: bool = False) -> str:
+    """Return the capitalised name a sentence opens with (``end``: ends with), normalised.
 
-    ``reverse``: ``sentence`` is written backwards, word by word, and the name it ends with is
-    wanted (``Durham owns Durham Bulls Athletic Park.``: the park).
+    Articles before it are dropped (``The Durham Bulls …``), as are particles at its edges.
 
-    >>> _opening_name("The Durham Bulls Athletic Park is owned by Durham.")
+    >>> _edge_name("The Durham Bulls Athletic Park is owned by Durham.")
     'durham bulls athletic park'
-    >>> _opening_name("Park Athletic Bulls Durham owns Durham", reverse=True)
+    >>> _edge_name("Durham owns Durham Bulls Athletic Park.", end=True)
     'durham bulls athletic park'
     """
-    words = sentence.split()
-    while not reverse and words and normalize(words[0]) in _ARTICLES:
+    words = sentence.rstrip(".").split() if end else sentence.split()
+    if end:
+        words.reverse()
+    while not end and words and normalize(words[0]) in _ARTICLES:
         words.pop(0)
     name: list[str] = []
     for w in words:
@@ -1800,7 +1799,9 @@ def _opening_name(sentence: str, reverse: bool = False) -> str:
         name.append(w)
     while name and (name[-1] in _NAME_PARTICLES or normalize(name[-1]) in _ARTICLES):
         name.pop()
-    return normalize(" ".join(reversed(name) if reverse else name))
+    if end:
+        name.reverse()
+    return normalize(" ".join(name))
 
 
 def _distractor_line(text: str, ctx: _Context) -> bool:
