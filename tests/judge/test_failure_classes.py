@@ -1432,6 +1432,12 @@ def test_j41_adherent_words_are_distinct_and_name_one_religion():
             assert seen.setdefault(normalize(w), qid) == qid, w
 
 
+def _asked_death_place(raw: str, gaz: EntityLexicon):
+    """Read ``raw`` asked where Ana Vidal died (``born`` is another relation's predicate)."""
+    return read_answer(raw, query="Where did Ana Vidal die?", mentions=("Ana Vidal",),
+                       lexicon=PLACES, gazetteer=gaz, slot=DIED, foreign=frozenset({"born"}))
+
+
 @pytest.mark.parametrize("raw", [
     " He was born in 1891 in the town of Vitoria, Spain. He was a priest.",
     " She was born in 1754 in the town of Saint-Germain, France.",
@@ -1439,49 +1445,39 @@ def test_j41_adherent_words_are_distinct_and_name_one_religion():
 def test_j14_a_qualifier_after_a_comma_fills_the_predicate_before_it(raw, gaz):
     # guide §9 ("only the asked predicate fills the slot"): release 18 read the country after
     # the comma as the place of death, since its own clause held no predicate word
-    r = read_answer(raw, query="Where did Ana Vidal die?", mentions=("Ana Vidal",),
-                    lexicon=PLACES, gazetteer=gaz, slot=DIED, foreign=frozenset({"born"}))
+    r = _asked_death_place(raw, gaz)
     assert r.kind == "UNPARSEABLE", r
     # our own predicate before the comma still answers with the place it names
-    r = read_answer(raw.replace("was born", "died"), query="Where did Ana Vidal die?",
-                    mentions=("Ana Vidal",), lexicon=PLACES, gazetteer=gaz, slot=DIED,
-                    foreign=frozenset({"born"}))
+    r = _asked_death_place(raw.replace("was born", "died"), gaz)
     assert r.kind == "ANSWER", r
 
 
-@pytest.mark.parametrize("raw, key", [
+PARK_QUERY = "Ana Vidal Park is located in Italy. In which country is Zorbury located?"
+
+
+@pytest.mark.parametrize("raw, query, key", [
     # the whole prompt echoed, then the distractor's subject under a new cue: release 18 took
     # the name for the echo starting again (J7) and read nothing
-    (" Ana Vidal Park is located in Italy. In which country is Zorbury located?\n"
-     "Answer: Ana Vidal Park", "SEMANTIC_ana vidal park"),
+    (f" {PARK_QUERY}\nAnswer: Ana Vidal Park", PARK_QUERY, "SEMANTIC_ana vidal park"),
     # a bare name of five words is still a name when the context sentence writes it
     (" The Ana Vidal Memorial Sports Park.\nThe park is located in",
-     "SEMANTIC_ana vidal memorial sports park"),
+     "The Ana Vidal Memorial Sports Park is located in Italy. In which country is Zorbury "
+     "located?", "SEMANTIC_ana vidal memorial sports park"),
 ])
-def test_r_context_the_distractor_subject_as_a_bare_line(raw, key, gaz):
-    query = ("Ana Vidal Park is located in Italy. In which country is Zorbury located?"
-             if "Memorial" not in raw else
-             "The Ana Vidal Memorial Sports Park is located in Italy. In which country is "
-             "Zorbury located?")
+def test_r_context_the_distractor_subject_as_a_bare_line(raw, query, key, gaz):
     kind, got, _ = read(raw, query, ("Zorbury",), PLACES, gaz, LOCATED)
     assert (kind, got) == ("ANSWER", key)
 
 
-def test_r_context_an_echoed_distractor_sentence_is_still_no_answer(gaz):
-    raw = " Ana Vidal Park is located in Italy.\nAnswer: Ana Vidal Park is located in"
-    kind, _, _ = read(raw, "Ana Vidal Park is located in Italy. In which country is Zorbury "
-                      "located?", ("Zorbury",), PLACES, gaz, LOCATED)
-    assert kind == "UNPARSEABLE"
-
-
-def test_r_context_a_loop_cut_by_the_budget_is_still_no_answer(gaz):
+@pytest.mark.parametrize("raw", [
+    # the distractor sentence echoed, its start again under a cue: no name alone on the line
+    " Ana Vidal Park is located in Italy.\nAnswer: Ana Vidal Park is located in",
     # the distractor sentence repeated, cut after its subject, with no answer cue before it:
     # the echo starting again (J7), not an answer
-    raw = (" Ana Vidal Park is located in Italy.\nAna Vidal Park is located in Italy.\n"
-           "Ana Vidal Park")
-    kind, _, _ = read(raw, "Ana Vidal Park is located in Italy. In which country is Zorbury "
-                      "located?", ("Zorbury",), PLACES, gaz, LOCATED)
-    assert kind == "UNPARSEABLE"
+    " Ana Vidal Park is located in Italy.\nAna Vidal Park is located in Italy.\nAna Vidal Park",
+])
+def test_r_context_an_echoed_distractor_sentence_is_still_no_answer(raw, gaz):
+    assert read(raw, PARK_QUERY, ("Zorbury",), PLACES, gaz, LOCATED)[0] == "UNPARSEABLE"
 
 
 # -- release 20 (stop 39; tuned on every set up to ../fresh20) ------------------------------
@@ -1491,23 +1487,22 @@ def test_r_context_a_loop_cut_by_the_budget_is_still_no_answer(gaz):
 ])
 def test_j20_a_compound_demonym_is_an_adjective(raw, gaz):
     # asked where he died: "German" (the language, in the gazetteer) describes him
-    r = read_answer(raw, query="Where did Ana Vidal die?", mentions=("Ana Vidal",),
-                    lexicon=PLACES, gazetteer=gaz, slot=DIED, foreign=frozenset({"born"}))
+    r = _asked_death_place(raw, gaz)
     assert r.kind == "UNPARSEABLE", r
 
 
-@pytest.mark.parametrize("raw", [
-    " The Ana Vidal is a popular truck in France. It is sold everywhere.",
-    " The Ana Vidal Stadium is a football stadium in the city of Paris, France.",
+@pytest.mark.parametrize("raw, release_19", [
+    (" The Ana Vidal is a popular truck in France. It is sold everywhere.", "ENTITY_Q142"),
+    (" The Ana Vidal Stadium is a football stadium in the city of Paris, France.", None),
 ])
-def test_a_place_where_something_is_does_not_fill_a_maker_slot(raw, gaz):
+def test_a_place_where_something_is_does_not_fill_a_maker_slot(raw, release_19, gaz):
     # guide §9 (only the asked predicate fills the slot): asked a maker or an owner, the
     # place the subject is in is an aside
     kw = dict(query="Which company manufactures Ana Vidal?", mentions=("Ana Vidal",),
               lexicon=COMPANIES, gazetteer=gaz, slot=MAKER)
     assert read_answer(raw, **kw, place=False).kind == "UNPARSEABLE"
-    if "truck" in raw:  # release 19 read the place as the maker
-        assert read_answer(raw, **kw).key == "ENTITY_Q142"
+    # on a place slot (the default, release 19's reading everywhere) the place may be read
+    assert read_answer(raw, **kw).key == release_19
 
 
 def test_a_maker_after_a_place_phrase_is_still_read(gaz):

@@ -510,9 +510,9 @@ class _Context:
 
         Only the asked predicate fills the slot. ``… is a popular truck in the United
         States``, ``a stadium in the city of Rome``, ``spoken in the province of Quebec``: the
-        text before the span ends with a locative
-        verb and ``in``, or with ``in the city of`` (or state, province ...). Asked a maker, an
-        owner, a language or a religion, such a place is an aside.
+        text before the span ends with a locative verb and ``in``, or with ``in the city of``
+        (or state, province ...). Asked a maker, an owner, a language or a religion, such a
+        place is an aside.
         """
         if self.place or not span:
             return False
@@ -1767,9 +1767,10 @@ def _cued_lines(raw: str) -> frozenset[str]:
             continue
         rest = strip_cue(line)
         if rest.strip() != line.strip():  # a cue opens the line
-            if strip_line(rest):
-                out.add(normalize(strip_line(rest)))
-            pending = not strip_line(rest)
+            value = strip_line(rest)
+            if value:
+                out.add(normalize(value))
+            pending = not value  # "Answer:" alone: the next line is its value
             continue
         if pending:
             out.add(normalize(strip_line(line)))
@@ -1817,7 +1818,6 @@ def _distractor_line(text: str, ctx: _Context) -> bool:
     words = head.split()
     while words and normalize(words[0]) in _ARTICLES:
         words.pop(0)
-    head = " ".join(words)
     if not words or any(w[:1].islower() and w not in _NAME_PARTICLES for w in words):
         return False  # a sentence ("Kowsar County is located in Iran."), not a name
     # the whole name the context sentence opens with (its subject), not the start of it
