@@ -104,7 +104,9 @@ def bench_jlens(args: argparse.Namespace) -> dict:
     ``vmap`` (the default: one forward row, vectorised VJPs) against ``batched`` (the default
     before issue 29: ``d`` copies of the last token forward), both float32, timed in turn;
     ``--exact N`` also fits the first N prompts in float64 with both methods and reports each
-    float32 arm's max |J - J_float64| there (the matrices' own rounding error).
+    float32 arm's max |J - J_float64| there (the matrices' own rounding error). Then the
+    matrix-product floor of ``vmap`` (:func:`_gemm_seconds`): ``batched_over_gemm_floor``
+    bounds the speed-up over ``batched`` that any implementation of the same sweep can reach.
     """
     import numpy as np
     import torch
@@ -129,11 +131,20 @@ def bench_jlens(args: argparse.Namespace) -> dict:
         out[name] = fn()
         secs[name] = round(time.perf_counter() - started, 2)
     diff = max(float(np.max(np.abs(out["vmap"][x] - out["batched"][x]))) for x in layers)
+    # the floor: vmap's matrix products alone (any implementation of the same reverse-mode
+    # sweep computes them; everything else -- elementwise backward, attention, vmap's
+    # bookkeeping, Python -- is what it could at best remove)
+    profiled, gemm = _gemm_seconds(arms["vmap"])
     result = {"model": args.model, "d": d, "layers": layers, "prompts": len(prompts),
               "threads": torch.get_num_threads(), "seconds": secs,
               "prompts_per_s": {k: round(len(prompts) / v, 3) for k, v in secs.items()},
               "speedup_vmap_over_batched": round(secs["batched"] / secs["vmap"], 2),
-              "max_abs_diff_vmap_vs_batched": diff}
+              "max_abs_diff_vmap_vs_batched": diff,
+              "gemm_floor": {"profiled_vmap_s": round(profiled, 2), "gemm_s": round(gemm, 2),
+                             # of the unprofiled time: the profiler slows vmap's many small
+                             # ops far more than its matrix products
+                             "gemm_share_of_vmap": round(gemm / secs["vmap"], 3),
+                             "batched_over_gemm_floor": round(secs["batched"] / gemm, 2)}}
     if args.exact:
         few = prompts[: args.exact]
         f32 = {m: fit_jlens(backend.model, backend.tokenizer, few, layers, method=m)
@@ -170,15 +181,50 @@ def _plain_generate(backend, prompts: list[str], batch: int) -> tuple[float, lis
     return time.perf_counter() - started, texts
 
 
+#: the profiler's names for dense matrix products on CPU (oneDNN and BLAS paths alike)
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_mkldnn_linear",
+            "mkldnn::_linear_pointwise", "aten::mkldnn_rnn_layer")
+
+
+def _gemm_seconds(fn) -> tuple[float, float]:
+    """Run ``fn()`` under ``torch.profiler``: ``(wall seconds, seconds inside matrix products)``.
+
+    The matrix products' own (self) time summed over :data:`GEMM_OPS`. The profiler times an
+    op on the thread that calls it, from its start to its end, while the op's intra-op threads
+    work in parallel: so this is wall time, not CPU time. Everything else -- attention, norms,
+    activations, copies, Python -- is what an implementation could at best remove: ``wall /
+    gemm`` bounds its speed-up.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    started = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    wall = time.perf_counter() - started
+    gemm = sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in GEMM_OPS) / 1e6
+    return wall, gemm
+
+
 def bench_generate(args: argparse.Namespace) -> dict:
     """fks's HF backend against plain ``transformers`` on the same main queries, one process.
 
-    Arms (model loaded once, load excluded everywhere): ``fks`` (batches formed from the
-    length-sorted queries, as :func:`fks.generate.runner.generate_run` does) at each
-    ``--batches`` and
-    ``plain`` (left-padded ``model.generate``) at each, interleaved over ``--repeats``, best
-    time of each; then the float32 bar: fks's answers at its default batch against plain
-    transformers one prompt at a time on the first ``--bar`` prompts.
+    Arms (model loaded once, load excluded everywhere), interleaved over ``--repeats``, best
+    time of each, at each of ``--batches``:
+
+    * ``fks``: :meth:`HFBackend.generate` at its defaults (its own greedy loop, issue 29) on
+      batches formed from the length-sorted queries, as :func:`fks.generate.runner.generate_run`
+      does;
+    * ``fks_transformers_loop`` (``--loops``): the same backend through ``transformers``'
+      ``generate`` (``FKS_DECODE=transformers``, the loop before issue 29's own);
+    * ``fks_eager`` (``--eager``): the eager log-prob kernel (``FKS_COMPILE=0``);
+    * ``plain``: left-padded ``model.generate``, the prompts in the order given (no sorting).
+
+    Then the matrix-product floor: one more ``fks`` pass at the default (last) batch under
+    ``torch.profiler``; the seconds inside matrix products are a floor for any implementation
+    that computes the same products (``plain_best_over_gemm_floor`` bounds the speed-up over
+    plain's best batch that removing everything else could reach). Then the float32 bar:
+    fks's answers at its default batch against plain transformers one prompt at a time on the
+    first ``--bar`` prompts.
     """
     from fks.generate.prompts import build_prompt
     from fks.generate.runner import length_sorted
@@ -189,34 +235,50 @@ def bench_generate(args: argparse.Namespace) -> dict:
     # fks's runner forms its batches from the length-sorted queries (generate_run)
     by_length = [build_prompt(q) for q in length_sorted(queries)]
     back = {p: i for i, p in enumerate(by_length)}
+    arms = [("fks", "1", "fks"),
+            *((("fks_transformers_loop", "1", "transformers"),) if args.loops else ()),
+            *((("fks_eager", "0", "fks"),) if args.eager else ())]
     best: dict[str, float] = {}
     texts: dict[str, list[str]] = {}
+    backend.generate(by_length[:8], max_new_tokens=24)  # compiles the log-prob kernel
     for _ in range(args.repeats):
         for batch in args.batches:
-            for arm, compile_env in (("fks", "1"), *((("fks_eager", "0"),) if args.eager
-                                                     else ())):
-                os.environ["FKS_COMPILE"] = compile_env  # read at every decoding step
+            for arm, compile_env, loop in arms:
+                os.environ["FKS_COMPILE"], os.environ["FKS_DECODE"] = compile_env, loop
                 secs, _, out = _generate(backend, by_length, batch)
                 out = [out[back[p]] for p in prompts]
                 best[f"{arm}_b{batch}"] = min(best.get(f"{arm}_b{batch}", secs), secs)
                 texts[f"{arm}_b{batch}"] = out
-            os.environ["FKS_COMPILE"] = "1"
+            os.environ["FKS_COMPILE"], os.environ["FKS_DECODE"] = "1", "fks"
             secs, out = _plain_generate(backend, prompts, batch)
             best[f"plain_b{batch}"] = min(best.get(f"plain_b{batch}", secs), secs)
             texts[f"plain_b{batch}"] = out
+    default = args.batches[-1]
     plain_best = min(v for k, v in best.items() if k.startswith("plain"))
-    fks_default = best[f"fks_b{args.batches[-1]}"]
-    bar_fks = texts[f"fks_b{args.batches[-1]}"][: args.bar]
+    fks_default = best[f"fks_b{default}"]
+    profiled, gemm = _gemm_seconds(lambda: _generate(backend, by_length, default))
+    bar_fks = texts[f"fks_b{default}"][: args.bar]
     _, single = _plain_generate(backend, prompts[: args.bar], 1)
     n_equal = sum(a == b for a, b in zip(bar_fks, single, strict=True))
-    eager = best.get(f"fks_eager_b{args.batches[-1]}")
+    eager = best.get(f"fks_eager_b{default}")
+    hf_loop = best.get(f"fks_transformers_loop_b{default}")
+    kernels = backend.describe()["kernels"]
     return {"model": args.model, "dtype": backend.dtype, "queries": len(prompts),
-            "logprob_kernel": backend.describe()["kernels"]["logprob_kernel"],
+            "threads": kernels["threads"], "logprob_kernel": kernels["logprob_kernel"],
+            "decode_loop": kernels["decode_loop"],
             "seconds_best_of": {k: round(v, 2) for k, v in best.items()},
             "fks_default_over_plain_best": round(plain_best / fks_default, 2),
+            **({"fks_loop_over_transformers_loop": round(hf_loop / fks_default, 2)}
+               if hf_loop else {}),
             **({"fks_compiled_over_eager_kernel": round(eager / fks_default, 2)}
                if eager else {}),
+            "gemm_floor": {"profiled_fks_s": round(profiled, 2), "gemm_s": round(gemm, 2),
+                           "gemm_share_of_fks": round(gemm / fks_default, 3),
+                           "plain_best_over_gemm_floor": round(plain_best / gemm, 2)},
             "answers_equal_to_plain_one_at_a_time": f"{n_equal} of {len(single)}",
+            "answers_equal_fks_to_plain_same_batch": {
+                f"b{b}": sum(x == y for x, y in zip(texts[f"fks_b{b}"], texts[f"plain_b{b}"],
+                                                    strict=True)) for b in args.batches},
             "answers_equal_across_fks_batches": sum(
                 len(set(col)) == 1 for col in zip(*(texts[f"fks_b{b}"] for b in args.batches),
                                                   strict=True))}
@@ -228,9 +290,10 @@ def bench_profile(args: argparse.Namespace) -> dict:
     One process, the model loaded once (load excluded), fks's length-sorted batches, one
     untimed warm-up batch. Hooks time every forward of the model; the first forward of each
     ``generate`` call is the prefill, the others are decode steps; fks's log-prob processor is
-    timed on its own; the rest of the wall time is Python overhead (``generate``'s loop,
+    timed on its own; the rest of the wall time is Python overhead (the greedy loop,
     tokenisation, padding, decoding the text). Padding: the share of prefill positions that are
-    padding, and the share of decode rows already past their EOS (computed, never read).
+    padding, and the share of decode rows already past their EOS (computed, never read; 0 with
+    fks's own loop, which drops a row at its EOS, unless ``FKS_DECODE=transformers``).
     """
     import torch
 
@@ -242,26 +305,29 @@ def bench_profile(args: argparse.Namespace) -> dict:
     tok, model = backend.tokenizer, backend.model
     prompts = [build_prompt(q) for q in length_sorted(_queries(args.benchmark, args.n))]
     clock: dict[str, float] = {"forward_prefill": 0.0, "forward_decode": 0.0, "logprobs": 0.0}
-    state = {"calls": 0, "t": 0.0}
+    state = {"calls": 0, "t": 0.0, "fed": 0}
 
-    def pre(_module, _args):
+    def pre(_module, _args, kwargs):
         state["t"] = time.perf_counter()
+        if state["calls"]:
+            state["fed"] += int(kwargs["input_ids"].shape[0])
 
     def post(_module, _args, _out):
         part = "forward_prefill" if state["calls"] == 0 else "forward_decode"
         clock[part] += time.perf_counter() - state["t"]
         state["calls"] += 1
 
-    original = hf_mod._ChosenLogprobs.__call__
+    original = hf_mod.chosen_logprobs
 
-    def timed(self, input_ids, scores):
+    def timed(scores):
         t = time.perf_counter()
-        out = original(self, input_ids, scores)
+        out = original(scores)
         clock["logprobs"] += time.perf_counter() - t
         return out
 
-    h1, h2 = model.register_forward_pre_hook(pre), model.register_forward_hook(post)
-    hf_mod._ChosenLogprobs.__call__ = timed
+    h1 = model.register_forward_pre_hook(pre, with_kwargs=True)
+    h2 = model.register_forward_hook(post)
+    hf_mod.chosen_logprobs = timed
     batch = args.batch_size
     try:
         backend.generate(prompts[:batch], max_new_tokens=24)  # warm-up, untimed
@@ -273,22 +339,22 @@ def bench_profile(args: argparse.Namespace) -> dict:
         real = sum(lengths)
         pad = sum(len(c) * max(c) - sum(c) for c in
                   (lengths[i:i + batch] for i in range(0, len(prompts), batch)))
-        rows_done = rows = tokens = 0
+        needed = tokens = 0
+        state["fed"] = 0
         started = time.perf_counter()
         for i in range(0, len(prompts), batch):
             chunk = prompts[i:i + batch]
             state["calls"] = 0
             outs = backend.generate(chunk, max_new_tokens=24)
-            steps = state["calls"] - 1
-            gen = [o.n_generated_tokens or 0 for o in outs]
-            tokens += sum(gen)
-            rows += len(chunk) * steps
-            rows_done += sum(max(steps - g, 0) for g in gen)
+            tokens += sum(o.n_generated_tokens or 0 for o in outs)
+            # decode forwards a row needs: one per token after the first, its EOS not fed
+            needed += sum((o.n_generated_tokens or 0) if o.finish_reason == "stop" else 23
+                          for o in outs)
         wall = time.perf_counter() - started
     finally:
         h1.remove()
         h2.remove()
-        hf_mod._ChosenLogprobs.__call__ = original
+        hf_mod.chosen_logprobs = original
     inside = clock["forward_prefill"] + clock["forward_decode"] + clock["logprobs"]
     share = {k: round(v / wall, 3) for k, v in clock.items()}
     share["python_overhead"] = round((wall - inside) / wall, 3)
@@ -299,7 +365,9 @@ def bench_profile(args: argparse.Namespace) -> dict:
                 round(real / clock["forward_prefill"], 1) if clock["forward_prefill"] else None,
             "share_of_wall": share,
             "prefill_padding_share": round(pad / (pad + real), 3),
-            "decode_rows_past_eos_share": round(rows_done / rows, 3) if rows else None}
+            "decode_loop": backend.describe()["kernels"]["decode_loop"],
+            "decode_rows_past_eos_share": round((state["fed"] - needed) / state["fed"], 3)
+            if state["fed"] else None}
 
 
 def bench_logprobs(args: argparse.Namespace) -> dict:
@@ -378,6 +446,8 @@ def main() -> None:
     p.add_argument("--bar", type=int, default=24)
     p.add_argument("--eager", action="store_true",
                    help="also time fks with the eager log-prob kernel (FKS_COMPILE=0)")
+    p.add_argument("--loops", action="store_true",
+                   help="also time fks through transformers' generate (FKS_DECODE=transformers)")
     p = sub.add_parser("logprobs")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--vocab", type=int, default=262144)

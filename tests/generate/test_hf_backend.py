@@ -237,3 +237,66 @@ def test_a_failed_compile_falls_back_to_eager_once_and_says_so(monkeypatch, capl
     assert hf.logprob_kernel(hf.FUSED_MIN_VOCAB) == "eager (compile failed)"
     monkeypatch.setenv("FKS_COMPILE", "0")
     assert hf.logprob_kernel(hf.FUSED_MIN_VOCAB) == "eager"
+
+
+# ------------------------------------------------------------------ issue 29: fks's own loop
+def test_the_backend_generates_through_its_own_loop_unless_told_otherwise(backend, monkeypatch):
+    from fks.generate.backends import hf
+
+    assert hf.decode_loop(backend.model) == "fks"
+    assert backend.describe()["kernels"]["decode_loop"] == "fks"
+    monkeypatch.setenv("FKS_DECODE", "transformers")
+    assert hf.decode_loop(backend.model) == "transformers"
+    assert backend.describe()["kernels"]["decode_loop"] == "transformers"
+
+
+@pytest.mark.parametrize("loop", ["fks", "transformers"])
+def test_both_loops_match_the_plain_greedy_loop(backend, monkeypatch, loop):
+    monkeypatch.setenv("FKS_DECODE", loop)
+    eos = set(backend.eos_ids)
+    for prompt, out in zip(PROMPTS, backend.generate(PROMPTS, max_new_tokens=MAX_NEW),
+                           strict=True):
+        ids, _ = encode_prompt(backend.tokenizer, prompt, CFG.models.generation.max_prompt_len)
+        tokens, logps, finish = _reference_greedy(backend.model, ids, eos, MAX_NEW)
+        assert out.text == backend.tokenizer.decode(tokens, skip_special_tokens=True)
+        assert (out.n_generated_tokens, out.finish_reason) == (len(tokens), finish)
+        assert out.answer_logprobs == pytest.approx(logps, abs=1e-4)
+
+
+def _early_eos(backend) -> tuple[int, list[int]]:
+    """A token some prompts generate early and others never: made an EOS, rows stop apart."""
+    cap = CFG.models.generation.max_prompt_len
+    seqs = [_reference_greedy(backend.model, encode_prompt(backend.tokenizer, p, cap)[0],
+                              set(backend.eos_ids), MAX_NEW)[0] for p in PROMPTS]
+    firsts: dict[int, dict[int, int]] = {}
+    for row, seq in enumerate(seqs):
+        for pos, tok in enumerate(seq[:MAX_NEW // 2]):
+            firsts.setdefault(tok, {}).setdefault(row, pos)
+    tok = max(firsts, key=lambda t: (0 < len(firsts[t]) < len(PROMPTS), len(firsts[t])))
+    return tok, sorted(firsts[tok])
+
+
+def test_a_row_leaves_the_batch_at_its_eos_and_the_others_do_not_move(backend, monkeypatch):
+    """fks's loop drops a finished row from the batch (and its KV cache): the other rows'
+    answers and log-probs are those of ``generate``, which decodes every row to the end."""
+    stop_tok, stopping = _early_eos(backend)
+    assert 0 < len(stopping) < len(PROMPTS)
+    monkeypatch.setattr(backend, "eos_ids", [*backend.eos_ids, stop_tok])
+    fed: list[int] = []
+    hook = backend.model.register_forward_pre_hook(
+        lambda _m, _a, kw: fed.append(int(kw["input_ids"].shape[0])), with_kwargs=True)
+    try:
+        ours = backend.generate(PROMPTS, max_new_tokens=MAX_NEW)
+    finally:
+        hook.remove()
+    monkeypatch.setenv("FKS_DECODE", "transformers")
+    theirs = backend.generate(PROMPTS, max_new_tokens=MAX_NEW)
+    assert [o.finish_reason for o in ours].count("stop") >= len(stopping)
+    for a, b in zip(ours, theirs, strict=True):
+        _same(a, b)
+    # the decode forwards fed exactly the rows still running: one per token after the first,
+    # a stopped row's EOS never fed back; fewer rows than the batch once one has stopped
+    needed = sum(o.n_generated_tokens if o.finish_reason == "stop" else MAX_NEW - 1
+                 for o in ours)
+    assert fed[0] == len(PROMPTS) and sum(fed[1:]) == needed
+    assert min(fed[1:]) < len(PROMPTS)

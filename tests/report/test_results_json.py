@@ -213,3 +213,6 @@ def test_the_kernel_line_names_the_logprob_kernel():
          "float32_matmul_precision": "highest"}
     assert "log-probs" not in _kernels(k)  # a manifest written before the kernel was recorded
     assert _kernels({**k, "logprob_kernel": "inductor"}).endswith("log-probs inductor")
+    # and which greedy loop generated (fks's own, or transformers' generate as the fallback)
+    assert _kernels({**k, "logprob_kernel": "eager", "decode_loop": "fks"}).endswith(
+        "log-probs eager, greedy loop fks")

@@ -31,6 +31,7 @@ __all__ = [
     "last_real_positions",
     "mask_position_ids",
     "last_logits_kwargs",
+    "cache_kwarg",
     "QueryEndCapture",
 ]
 
@@ -106,6 +107,14 @@ def mask_position_ids(attention_mask: Any) -> Any:
     """
     pos = attention_mask.long().cumsum(-1) - 1
     return pos.masked_fill(attention_mask == 0, 0)
+
+
+def cache_kwarg(model: Any) -> str:
+    """Name the forward's KV-cache argument: ``cache`` (transformers 5) or ``past_key_values``."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
 
 
 def last_logits_kwargs(model: Any) -> dict[str, int]:

@@ -3,7 +3,7 @@
 ``fks generate --with-hidden`` wraps the Hugging Face backend in
 :class:`HiddenCapturingBackend`. Each ``generate`` call arms a :class:`QueryEndCapture` on the
 backend's model; the hooks read every block's output at the last real prompt token during the
-prefill (the first forward call inside ``model.generate``) and ignore the decoding steps. The
+prefill (the first forward call of each ``generate``) and ignore the decoding steps. The
 captured rows of the prompts that belong to the hidden store (main-forward queries, plus
 reverse/recognition when asked) are written through the resumable
 :class:`~fks.hidden.store.HiddenWriter`, batch by batch, before the generation records are

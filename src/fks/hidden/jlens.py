@@ -38,7 +38,6 @@ and one backward pass per prompt; the ``B``-fold KV cache of a small model fits 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import math
 import time
@@ -53,6 +52,7 @@ from fks.errors import FksInputError
 from fks.generate.prompts import encode_prompt
 from fks.hidden.capture import (
     block_hidden,
+    cache_kwarg,
     decoder_blocks,
     last_logits_kwargs,
     model_dims,
@@ -157,11 +157,6 @@ def _frozen(model: Any) -> Iterator[None]:
             p.requires_grad_(flag)
 
 
-def _cache_kwarg(model: Any) -> str:
-    """``cache`` (transformers >= 5.x) or ``past_key_values`` (4.x)."""
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-
-
 def _prefix_cache(model: Any, prefix: Any, copies: int) -> Any:
     """KV cache of ``prefix`` (``(1, T-1)`` ids) for ``copies`` identical rows, without grads."""
     import torch
@@ -240,7 +235,7 @@ def prompt_jacobians(
             "use_cache": True,
         }
         if T > 1:
-            inputs[_cache_kwarg(model)] = _prefix_cache(model, tokens[:, :-1], copies)
+            inputs[cache_kwarg(model)] = _prefix_cache(model, tokens[:, :-1], copies)
     deltas = {x: torch.zeros(copies, 1, d, dtype=dtype, device=device, requires_grad=True)
               for x in layers}
     with _DeltaHooks(blocks, deltas) as hooks:

@@ -47,6 +47,7 @@ from fks.configs import GenerationConfig
 from fks.errors import FksInputError
 from fks.generate.backends.base import GenerationOutput
 from fks.generate.prompts import encode_prompt
+from fks.hidden.capture import cache_kwarg, last_logits_kwargs, mask_position_ids
 from fks.io import sha256_file
 
 try:
@@ -416,6 +417,41 @@ def logprob_kernel(vocab: int) -> str:
     return "eager (compile failed)" if "failed" in _FUSED else "inductor"
 
 
+def chosen_logprobs(scores: Any) -> tuple[Any, Any]:
+    """Return ``(log_softmax(scores)[argmax], argmax)`` per row of ``(batch, vocab)`` logits.
+
+    By the kernel :func:`logprob_kernel` names for this vocabulary; ``scores`` are the raw
+    logits in any float dtype.
+    """
+    if logprob_kernel(scores.shape[-1]) == "inductor":
+        return _fused_chosen(scores)
+    return _eager_chosen(scores)
+
+
+def decode_loop(model: Any) -> str:
+    """Name the greedy loop that generates for ``model`` (recorded with the kernel settings).
+
+    ``fks`` (:meth:`HFBackend._greedy_loop`) or ``transformers`` (its ``generate``).
+
+    ``fks`` needs a forward that takes an attention mask, position ids and a KV cache and whose
+    cache can drop rows (``batch_select_indices``, every cache of transformers >= 4.40 but the
+    static ones): every decoder-only model fks has run. ``FKS_DECODE=transformers`` forces the
+    fallback (a cross-check; ``bench_real_models.py generate`` times both).
+    """
+    import inspect
+
+    if os.environ.get("FKS_DECODE", "fks").strip().lower() == "transformers":
+        return "transformers"
+    params = inspect.signature(model.forward).parameters
+    takes = {"attention_mask", "position_ids", "use_cache"} <= set(params) and (
+        "cache" in params or "past_key_values" in params)
+    try:
+        from transformers import DynamicCache
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        return "transformers"
+    return "fks" if takes and hasattr(DynamicCache, "batch_select_indices") else "transformers"
+
+
 class _ChosenLogprobs:
     """A logits processor that keeps, per decoding step, the log-prob of the greedy token.
 
@@ -431,10 +467,7 @@ class _ChosenLogprobs:
         self.steps: list[tuple[Any, Any]] = []
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        if logprob_kernel(scores.shape[-1]) == "inductor":
-            self.steps.append(_fused_chosen(scores))
-        else:
-            self.steps.append(_eager_chosen(scores))
+        self.steps.append(chosen_logprobs(scores))
         return scores
 
     def chosen(self, new: Any, eos_ids: list[int]) -> Any:
@@ -584,14 +617,83 @@ class HFBackend:
 
     def generate(self, prompts: list[str], *, max_new_tokens: int) -> list[GenerationOutput]:
         """Greedy continuations of ``prompts`` (one output per prompt, in order)."""
-        import torch
-        from transformers import GenerationConfig as HFGenerationConfig
-
         if not prompts:
             return []
         cap = self.generation.max_prompt_len
         encoded = [encode_prompt(self.tokenizer, p, cap) for p in prompts]
         input_ids, attention_mask = self._pad_batch([ids for ids, _ in encoded])
+        started = time.monotonic()
+        if decode_loop(self.model) == "fks":
+            tokens, logprobs = self._greedy_loop(input_ids, attention_mask, max_new_tokens,
+                                                 started)
+        else:
+            tokens, logprobs = self._greedy_generate(input_ids, attention_mask, max_new_tokens)
+        elapsed = time.monotonic() - started
+        outputs = [self._output(tokens[row], logprobs[row], encoded[row])
+                   for row in range(len(prompts))]
+        if self.max_time_s is not None and elapsed >= self.max_time_s:
+            outputs = [self._timed_out(o, max_new_tokens, elapsed) for o in outputs]
+        return outputs
+
+    def _greedy_loop(self, input_ids: Any, attention_mask: Any, max_new_tokens: int,
+                     started: float) -> tuple[list[list[int]], list[list[float]]]:
+        """Run fks's own greedy loop (issue 29): each row's tokens (to its EOS) and log-probs.
+
+        The same computation as ``generate`` under the protocol -- one prefill of the
+        left-padded batch (position ids from the mask, last position's logits only), then one
+        token per step on the KV cache, the argmax of the raw logits -- without what it adds
+        around it: no float32 copy of every step's ``(batch, vocab)`` logits (the log-prob
+        kernel reads the model's own logits once), no processor or stopping-criteria machinery,
+        and a row that has produced its EOS leaves the batch (``Cache.batch_select_indices``)
+        instead of being decoded on to the longest row's end. Rows never interact (causal,
+        left-padded, masked), so this changes no float32 answer (``tests/generate``); in
+        bfloat16 a row's numbers can depend on the batch's shape, as they do with ``generate``.
+        """
+        import torch
+
+        model, eos = self.model, torch.tensor(self.eos_ids, device=input_ids.device)
+        cache_name = cache_kwarg(model)
+        positions = mask_position_ids(attention_mask)
+        rows = list(range(input_ids.shape[0]))
+        tokens: list[list[int]] = [[] for _ in rows]
+        logprobs: list[list[float]] = [[] for _ in rows]
+        with torch.inference_mode():
+            out = model(input_ids=input_ids, attention_mask=attention_mask,
+                        position_ids=positions, use_cache=True, **last_logits_kwargs(model))
+            cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+            mask, position = attention_mask, positions[:, -1:]
+            for step in range(max_new_tokens):
+                logp, chosen = chosen_logprobs(out.logits[:, -1, :])
+                for row, tok, lp in zip(rows, chosen.tolist(), logp.tolist(), strict=True):
+                    tokens[row].append(tok)
+                    logprobs[row].append(lp)
+                if step == max_new_tokens - 1 or (
+                        self.max_time_s is not None
+                        and time.monotonic() - started >= self.max_time_s):
+                    break
+                live = ~torch.isin(chosen, eos)
+                if not bool(live.all()):
+                    if not bool(live.any()):
+                        break
+                    keep = live.nonzero().squeeze(1)
+                    cache.batch_select_indices(keep)
+                    rows = [rows[i] for i in keep.tolist()]
+                    chosen, mask, position = chosen[keep], mask[keep], position[keep]
+                mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
+                position = position + 1
+                out = model(input_ids=chosen[:, None], attention_mask=mask,
+                            position_ids=position, use_cache=True, **{cache_name: cache})
+        return tokens, logprobs
+
+    def _greedy_generate(self, input_ids: Any, attention_mask: Any,
+                         max_new_tokens: int) -> tuple[list[list[int]], list[list[float]]]:
+        """Run the same greedy continuation through ``transformers``' ``generate``.
+
+        The fallback for a model the loop cannot drive (:func:`decode_loop`).
+        """
+        import torch
+        from transformers import GenerationConfig as HFGenerationConfig
+
         config = HFGenerationConfig(
             do_sample=False,
             num_beams=1,
@@ -602,20 +704,14 @@ class HFBackend:
             **({"max_time": float(self.max_time_s)} if self.max_time_s is not None else {}),
         )
         recorder = _ChosenLogprobs()
-        started = time.monotonic()
         with torch.inference_mode():
             out = self.model.generate(
                 input_ids=input_ids, attention_mask=attention_mask, generation_config=config,
                 logits_processor=[recorder],
             )
-        elapsed = time.monotonic() - started
         new = out.sequences[:, input_ids.shape[1]:].cpu()
         chosen = recorder.chosen(new, self.eos_ids)
-        outputs = [self._output(new[row].tolist(), chosen[row].tolist(), encoded[row])
-                   for row in range(len(prompts))]
-        if self.max_time_s is not None and elapsed >= self.max_time_s:
-            outputs = [self._timed_out(o, max_new_tokens, elapsed) for o in outputs]
-        return outputs
+        return new.tolist(), chosen.tolist()
 
     def _timed_out(self, out: GenerationOutput, max_new_tokens: int,
                    elapsed: float) -> GenerationOutput:
@@ -676,4 +772,5 @@ class HFBackend:
         # the log-prob kernel is named at each call: a compile that failed since is shown
         return {**self._describe, "kernels": {**self._describe["kernels"],
                                               "logprob_kernel": logprob_kernel(
-                                                  self._vocab_size())}}
+                                                  self._vocab_size()),
+                                              "decode_loop": decode_loop(self.model)}}
