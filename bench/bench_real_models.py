@@ -11,15 +11,20 @@ Six measurements, each within one process (ratios, never absolute goals in tests
 * ``jlens``: :func:`fks.hidden.jlens.fit_jlens` on the same prompts and window layers with the
   default ``vmap`` method (one forward row, vectorised VJPs) and the ``batched`` method it
   replaced in issue 29 (``d`` copies of the last token forward); the matrices must agree, and
-  ``--exact N`` measures both arms' error against a float64 fit::
+  ``--exact N`` measures both arms' error against a float64 fit; the matrix-product floor of
+  ``vmap`` bounds any implementation of the same reverse-mode sweep::
 
       python bench/bench_real_models.py jlens --model gemma-3-270m --benchmark B --prompts 8
 
-* ``generate``: fks's HF backend against plain ``transformers`` ``generate`` (left padding) on
-  the same main queries and model object, at several batch sizes, interleaved; plus the bar:
-  float32 answers equal to plain transformers one prompt at a time::
+* ``generate``: fks's HF backend (its own greedy loop; ``--loops`` adds the same backend
+  through ``transformers``' ``generate``) against plain ``transformers`` ``generate`` (left
+  padding) on the same main queries and model object, at several batch sizes, interleaved;
+  the matrix-product floor (the seconds inside ``aten::mm``/``addmm``/``bmm``, which bound
+  any implementation of the same products); plus the bar: float32 answers equal to plain
+  transformers one prompt at a time::
 
-      python bench/bench_real_models.py generate --model gemma-3-270m --benchmark B --n 128
+      python bench/bench_real_models.py generate --model gemma-3-270m --benchmark B --n 128 \
+          --dtype bfloat16 --batches 64 128 --loops
 
 * ``profile``: where generation time goes at the default batch: shares of the wall time in
   prefill forwards, decode forwards, fks's log-prob processor and Python overhead, tokens per
@@ -219,7 +224,8 @@ def bench_generate(args: argparse.Namespace) -> dict:
     * ``fks_eager`` (``--eager``): the eager log-prob kernel (``FKS_COMPILE=0``);
     * ``plain``: left-padded ``model.generate``, the prompts in the order given (no sorting).
 
-    Then the matrix-product floor: one more ``fks`` pass at the default (last) batch under
+    Then the matrix-product floor: one more ``fks`` pass at fks's default batch
+    (``--default-batch``, 64 as ``fks run``/``fks generate``; else the last of ``--batches``) under
     ``torch.profiler``; the seconds inside matrix products are a floor for any implementation
     that computes the same products (``plain_best_over_gemm_floor`` bounds the speed-up over
     plain's best batch that removing everything else could reach). Then the float32 bar:
@@ -253,7 +259,7 @@ def bench_generate(args: argparse.Namespace) -> dict:
             secs, out = _plain_generate(backend, prompts, batch)
             best[f"plain_b{batch}"] = min(best.get(f"plain_b{batch}", secs), secs)
             texts[f"plain_b{batch}"] = out
-    default = args.batches[-1]
+    default = args.default_batch if args.default_batch in args.batches else args.batches[-1]
     plain_best = min(v for k, v in best.items() if k.startswith("plain"))
     fks_default = best[f"fks_b{default}"]
     profiled, gemm = _gemm_seconds(lambda: _generate(backend, by_length, default))
@@ -264,6 +270,7 @@ def bench_generate(args: argparse.Namespace) -> dict:
     hf_loop = best.get(f"fks_transformers_loop_b{default}")
     kernels = backend.describe()["kernels"]
     return {"model": args.model, "dtype": backend.dtype, "queries": len(prompts),
+            "default_batch": default,
             "threads": kernels["threads"], "logprob_kernel": kernels["logprob_kernel"],
             "decode_loop": kernels["decode_loop"],
             "seconds_best_of": {k: round(v, 2) for k, v in best.items()},
@@ -446,6 +453,9 @@ def main() -> None:
     p.add_argument("--bar", type=int, default=24)
     p.add_argument("--eager", action="store_true",
                    help="also time fks with the eager log-prob kernel (FKS_COMPILE=0)")
+    p.add_argument("--default-batch", type=int, default=64,
+                   help="fks's default batch (fks run / fks generate): the arm compared with "
+                        "plain's best and profiled for the floor")
     p.add_argument("--loops", action="store_true",
                    help="also time fks through transformers' generate (FKS_DECODE=transformers)")
     p = sub.add_parser("logprobs")
