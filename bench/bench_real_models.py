@@ -1,6 +1,6 @@
 """Real models on CPU: bf16 against float32 generation, J-Lens passes, time per pipeline stage.
 
-Six measurements, each within one process (ratios, never absolute goals in tests):
+Seven measurements, each within one process (ratios, never absolute goals in tests):
 
 * ``dtype``: the same greedy queries through :class:`fks.generate.backends.hf.HFBackend` in
   float32 and in bfloat16 (both loaded through the one GGUF resolver), interleaved arms, best
@@ -15,6 +15,11 @@ Six measurements, each within one process (ratios, never absolute goals in tests
   ``vmap`` bounds any implementation of the same reverse-mode sweep::
 
       python bench/bench_real_models.py jlens --model gemma-3-270m --benchmark B --prompts 8
+
+* ``jlens-stage``: the J-Lens fit as issue 29 found it (``batched``, 256 prompts) against the
+  fit ``fks run`` makes now (``vmap``, 128 prompts, a count justified by convergence)::
+
+      python bench/bench_real_models.py jlens-stage --model gemma-3-270m --benchmark B
 
 * ``generate``: fks's HF backend (its own greedy loop; ``--loops`` adds the same backend
   through ``transformers``' ``generate``) against plain ``transformers`` ``generate`` (left
@@ -184,6 +189,41 @@ def _plain_generate(backend, prompts: list[str], batch: int) -> tuple[float, lis
             stop = next((k for k, t in enumerate(row) if t in set(backend.eos_ids)), len(row))
             texts.append(tok.decode(row[:stop], skip_special_tokens=True))
     return time.perf_counter() - started, texts
+
+
+def bench_jlens_stage(args: argparse.Namespace) -> dict:
+    """The J-Lens fit as issue 29 found it against the fit ``fks run`` makes now, one run.
+
+    ``issue``: the ``batched`` method over the stratified sample of ``--before`` prompts (256,
+    the default then); ``now``: the default method (``vmap``) over
+    :data:`fks.hidden.jlens.JLENS_PROMPTS` (128). Both float32, the same model and window
+    layers, each prompt sample drawn as the stage draws it. The matrices differ by the prompt
+    count, not only by rounding: the count is justified by J's convergence against a
+    1,024-prompt fit (``bench/bench_jlens_convergence.py``), the method by ``jlens`` above.
+    """
+    import torch
+
+    from fks.configs import load_configs
+    from fks.generate.prompts import build_prompt
+    from fks.hidden.capture import model_dims
+    from fks.hidden.cli import parse_layers
+    from fks.hidden.jlens import JLENS_PROMPTS, fit_jlens
+
+    backend = _backend(args.model, "float32")
+    n_layers, _ = model_dims(backend.model)
+    layers = parse_layers("window", n_layers, load_configs().metrics.layer_window_min_frac)
+    arms = {"issue": ("batched", args.before), "now": ("vmap", JLENS_PROMPTS)}
+    fit_jlens(backend.model, backend.tokenizer,
+              [build_prompt(q) for q in _queries(args.benchmark, 1)], layers)  # warm-up
+    secs = {}
+    for name, (method, n) in arms.items():
+        prompts = [build_prompt(q) for q in _queries(args.benchmark, n)]
+        started = time.perf_counter()
+        fit_jlens(backend.model, backend.tokenizer, prompts, layers, method=method)
+        secs[name] = round(time.perf_counter() - started, 1)
+    return {"model": args.model, "layers": layers, "threads": torch.get_num_threads(),
+            "arms": {k: {"method": m, "prompts": n} for k, (m, n) in arms.items()},
+            "seconds": secs, "now_over_issue": round(secs["issue"] / secs["now"], 2)}
 
 
 #: the profiler's names for dense matrix products on CPU (oneDNN and BLAS paths alike)
@@ -443,6 +483,11 @@ def main() -> None:
     p.add_argument("--exact", type=int, default=0,
                    help="also compare both float32 arms with a float64 fit on N prompts")
     p.add_argument("--warmup", action="store_true", help="fit one prompt untimed first")
+    p = sub.add_parser("jlens-stage")
+    p.add_argument("--model", default="gemma-3-270m")
+    p.add_argument("--benchmark", required=True)
+    p.add_argument("--before", type=int, default=256,
+                   help="prompts of the fit issue 29 found (the default then)")
     p = sub.add_parser("generate")
     p.add_argument("--model", default="gemma-3-270m")
     p.add_argument("--benchmark", required=True)
@@ -471,7 +516,8 @@ def main() -> None:
     p = sub.add_parser("stages")
     p.add_argument("runs", nargs="+")
     args = parser.parse_args()
-    fn = {"dtype": bench_dtype, "jlens": bench_jlens, "generate": bench_generate,
+    fn = {"dtype": bench_dtype, "jlens": bench_jlens, "jlens-stage": bench_jlens_stage,
+          "generate": bench_generate,
           "profile": bench_profile, "stages": bench_stages, "logprobs": bench_logprobs}[args.cmd]
     print(json.dumps(fn(args), indent=2))
 

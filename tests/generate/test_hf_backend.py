@@ -300,3 +300,22 @@ def test_a_row_leaves_the_batch_at_its_eos_and_the_others_do_not_move(backend, m
                  for o in ours)
     assert fed[0] == len(PROMPTS) and sum(fed[1:]) == needed
     assert min(fed[1:]) < len(PROMPTS)
+
+
+def test_a_cache_that_cannot_drop_rows_sends_the_batch_through_generate(backend, monkeypatch):
+    """A cache layer without row selection (a recurrent or static layer) is no crash and no
+    wrong answer: the batch is generated again by ``transformers``' ``generate``."""
+    from transformers import DynamicCache
+
+    stop_tok, _ = _early_eos(backend)
+    monkeypatch.setattr(backend, "eos_ids", [*backend.eos_ids, stop_tok])
+    monkeypatch.setenv("FKS_DECODE", "transformers")
+    want = backend.generate(PROMPTS, max_new_tokens=MAX_NEW)
+    monkeypatch.setenv("FKS_DECODE", "fks")
+
+    def cannot(self, indices):
+        raise NotImplementedError("no row selection here")
+
+    monkeypatch.setattr(DynamicCache, "batch_select_indices", cannot)
+    for a, b in zip(backend.generate(PROMPTS, max_new_tokens=MAX_NEW), want, strict=True):
+        _same(a, b)

@@ -651,7 +651,9 @@ class HFBackend:
         """
         import torch
 
-        model, eos = self.model, torch.tensor(self.eos_ids, device=input_ids.device)
+        # the step's tokens and the row bookkeeping live on the CPU: with a device map the
+        # logits and each layer's cache can sit on different devices than the embedding
+        model, eos, device = self.model, torch.tensor(self.eos_ids), input_ids.device
         cache_name = cache_kwarg(model)
         positions = mask_position_ids(attention_mask)
         rows = list(range(input_ids.shape[0]))
@@ -664,6 +666,7 @@ class HFBackend:
             mask, position = attention_mask, positions[:, -1:]
             for step in range(max_new_tokens):
                 logp, chosen = chosen_logprobs(out.logits[:, -1, :])
+                logp, chosen = logp.cpu(), chosen.cpu()
                 for row, tok, lp in zip(rows, chosen.tolist(), logp.tolist(), strict=True):
                     tokens[row].append(tok)
                     logprobs[row].append(lp)
@@ -676,12 +679,20 @@ class HFBackend:
                     if not bool(live.any()):
                         break
                     keep = live.nonzero().squeeze(1)
-                    cache.batch_select_indices(keep)
+                    try:
+                        cache.batch_select_indices(keep.to(device))
+                    except (NotImplementedError, AttributeError, TypeError) as exc:
+                        # a cache layer that cannot drop rows (a recurrent or static layer):
+                        # this batch again through generate, from the start
+                        log.warning("the KV cache cannot drop finished rows (%s); this batch "
+                                    "goes through transformers' generate", exc)
+                        return self._greedy_generate(input_ids, attention_mask, max_new_tokens)
                     rows = [rows[i] for i in keep.tolist()]
-                    chosen, mask, position = chosen[keep], mask[keep], position[keep]
+                    chosen = chosen[keep]
+                    mask, position = mask[keep.to(device)], position[keep.to(device)]
                 mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
                 position = position + 1
-                out = model(input_ids=chosen[:, None], attention_mask=mask,
+                out = model(input_ids=chosen[:, None].to(device), attention_mask=mask,
                             position_ids=position, use_cache=True, **{cache_name: cache})
         return tokens, logprobs
 
