@@ -431,12 +431,11 @@ def chosen_logprobs(scores: Any) -> tuple[Any, Any]:
 def decode_loop(model: Any) -> str:
     """Name the greedy loop that generates for ``model`` (recorded with the kernel settings).
 
-    ``fks`` (:meth:`HFBackend._greedy_loop`) or ``transformers`` (its ``generate``).
-
-    ``fks`` needs a forward that takes an attention mask, position ids and a KV cache and whose
-    cache can drop rows (``batch_select_indices``, every cache of transformers >= 4.40 but the
-    static ones): every decoder-only model fks has run. ``FKS_DECODE=transformers`` forces the
-    fallback (a cross-check; ``bench_real_models.py generate`` times both).
+    ``fks`` (:meth:`HFBackend._greedy_loop`) when the forward takes an attention mask, position
+    ids and a KV cache; else ``transformers`` (its ``generate``). ``FKS_DECODE=transformers``
+    forces the latter (a cross-check; ``bench_real_models.py generate --loops`` times both). A
+    cache that turns out unable to drop finished rows sends its batch to ``generate`` at run
+    time (:meth:`HFBackend._greedy_loop`).
     """
     import inspect
 
@@ -445,11 +444,7 @@ def decode_loop(model: Any) -> str:
     params = inspect.signature(model.forward).parameters
     takes = {"attention_mask", "position_ids", "use_cache"} <= set(params) and (
         "cache" in params or "past_key_values" in params)
-    try:
-        from transformers import DynamicCache
-    except ImportError:  # pragma: no cover - transformers is a dependency
-        return "transformers"
-    return "fks" if takes and hasattr(DynamicCache, "batch_select_indices") else "transformers"
+    return "fks" if takes else "transformers"
 
 
 class _ChosenLogprobs:
