@@ -27,6 +27,22 @@ def _one_torch_thread():
     torch.set_num_threads(old)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_reference_cache():
+    """No test writes the reference pool's cache into the user's ``~/.cache/fks``: it is off
+    (``FKS_REFERENCE_CACHE=0``) unless a test turns it on with a cache folder of its own
+    (``tests/hidden/test_pool_cache.py``)."""
+    import os
+
+    old = os.environ.get("FKS_REFERENCE_CACHE")
+    os.environ["FKS_REFERENCE_CACHE"] = "0"
+    yield
+    if old is None:
+        os.environ.pop("FKS_REFERENCE_CACHE", None)
+    else:
+        os.environ["FKS_REFERENCE_CACHE"] = old
+
+
 @pytest.fixture
 def tiny_benchmark_dir(tmp_path: Path) -> Path:
     """A valid hand-written benchmark directory (fresh copy per test)."""

@@ -7,7 +7,9 @@ sub-folder per kind:
   (:mod:`fks.generate.gguf`);
 * ``demo_model/<key>/``: the trained demo model (:mod:`fks.demo.model`);
 * ``benchmarks/<repo>/``: a benchmark materialised from the Hugging Face hub
-  (:mod:`fks.data.load`).
+  (:mod:`fks.data.load`);
+* ``reference/<model>-<key>/``: a model's reference pool over a parent benchmark, reused by
+  later runs with the same key (:mod:`fks.hidden.pool_cache`).
 
 Every folder is written under a temporary ``.tmp-*`` name and renamed when whole; those (and
 any other dot-named entry) are not listed.

@@ -13,7 +13,8 @@ __all__ = ["CacheEntry", "list_cache", "format_size"]
 
 #: the file each kind writes last into a whole folder, and the fields shown from it
 _INFO = {"gguf": ("gguf_source.json", ("file", "quantization")),
-         "demo_model": ("demo_model.json", ("fks_version",))}
+         "demo_model": ("demo_model.json", ("fks_version",)),
+         "reference": ("reference.json", ("model", "n_rows"))}
 
 
 @dataclass(frozen=True)

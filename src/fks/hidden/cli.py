@@ -179,7 +179,8 @@ def extract_cmd(
             model_name=name,
             layers=parse_layers("window", n_layers, configs.metrics.layer_window_min_frac),
             batch_size=batch_size, max_prompt_len=configs.models.generation.max_prompt_len,
-            overwrite=overwrite, model_info=backend.describe(), duplicate_sample=0)
+            overwrite=overwrite, model_info=backend.describe(), duplicate_sample=0,
+            cache=True)  # across runs: fks.hidden.pool_cache
         from fks.provenance import record_files
 
         record_files(run, "extract", {})  # the run's extract now includes the pool

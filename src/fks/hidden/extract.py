@@ -56,8 +56,14 @@ __all__ = [
     "extract_hidden",
     "DUPLICATE_PASS_NAME",
     "DUPLICATE_SEED",
+    "EXTRACTION_VERSION",
     "duplicate_pass",
 ]
+
+#: bump whenever a change to the extraction code could change a stored number: it is part of
+#: the reference pool's cache key (:mod:`fks.hidden.pool_cache`), so no pool from older code
+#: is reused
+EXTRACTION_VERSION = 1
 
 #: the §18.2 second forward pass of a sample of main queries (``RUN/hidden/``)
 DUPLICATE_PASS_NAME = "duplicate_pass.npz"
@@ -283,6 +289,7 @@ def extract_hidden(
     extra_meta: dict[str, Any] | None = None,
     shard: tuple[int, int] | None = None,
     duplicate_sample: int = 32,
+    cache: bool = False,
 ) -> dict[str, Any]:
     """Write ``RUN/hidden/`` for ``benchmark`` with ``model`` (resumes an unfinished store).
 
@@ -305,6 +312,9 @@ def extract_hidden(
             (the shard folder's manifest gets ``stages.extract``).
         duplicate_sample: main queries re-extracted by a second forward pass for the §18.2
             duplicate-query check (:func:`duplicate_pass`; 0: none).
+        cache: take the store from the cache across runs when a whole one with the same key
+            is there, and put a store extracted here into it (the reference pool,
+            :mod:`fks.hidden.pool_cache`; ``FKS_REFERENCE_CACHE=0`` turns it off).
 
     Returns:
         the store's ``meta.json`` content.
@@ -329,9 +339,17 @@ def extract_hidden(
 
         run_dir = shard_dir(Path(run_dir), shard)
     _check_store_weights(Path(run_dir), info.get("weights_sha256"), overwrite=overwrite)
-    writer = open_writer(run_dir, plan, overwrite=overwrite)
+    key = _cache_key(plan, info, batch_size, padding_side) if cache else None
+    cached = _restore_cached(Path(run_dir), plan, info, model_name, key, overwrite=overwrite)
+    writer = open_writer(run_dir, plan, overwrite=overwrite and cached is None)
     if not isinstance(writer, HiddenWriter):
-        log.info("hidden store in %s is already complete (%d rows)", run_dir, len(plan.rows))
+        if cached is not None:
+            update_run_manifest(run_dir, stage="extract", stage_info=_stage_info(
+                plan, model_name, info, Path(run_dir), rows_from_this_pass=0, started=started,
+                from_cache=str(cached.parent), cache_key=key))
+        else:
+            log.info("hidden store in %s is already complete (%d rows)", run_dir,
+                     len(plan.rows))
         if duplicate_sample and not (Path(run_dir) / HIDDEN_DIR / DUPLICATE_PASS_NAME).is_file():
             duplicate_pass(run_dir, plan, model, n=duplicate_sample)
         record_files(run_dir, "extract", {})
@@ -353,22 +371,71 @@ def extract_hidden(
     store_dir = Path(run_dir) / HIDDEN_DIR
     if duplicate_sample:
         duplicate_pass(run_dir, plan, model, n=duplicate_sample)
-    update_run_manifest(run_dir, stage="extract", stage_info={
-        "model": model_name,
-        "model_info": model_info or {},
-        "n_rows": len(plan.rows),
-        "layers": plan.layers,
-        "prompt_version": PROMPT_VERSION,
-        "meta_sha256": sha256_file(store_dir / "meta.json"),
-        "files": [layer_filename(x) for x in plan.layers],
-        "rows_from_this_pass": len(plan.rows) - n_before,
-        "shard": plan.identity.get("shard"),
-        "seconds": round(time.perf_counter() - started, 3),
-    })
+    if key is not None and n_before == 0:  # a resumed store may mix two processes' batches
+        from fks.hidden.pool_cache import publish_pool
+
+        publish_pool(store_dir, model_name, key, {"n_rows": len(plan.rows),
+                                                  "layers": plan.layers,
+                                                  "benchmark_checksum":
+                                                      plan.identity["benchmark_checksum"]})
+    update_run_manifest(run_dir, stage="extract", stage_info=_stage_info(
+        plan, model_name, info, Path(run_dir), rows_from_this_pass=len(plan.rows) - n_before,
+        started=started, **({"cache_key": key} if key else {})))
     record_files(run_dir, "extract", {})
     log.info("wrote %d query-end states x %d layers to %s", len(plan.rows), len(plan.layers),
              store_dir)
     return meta
+
+
+def _stage_info(plan: ExtractionPlan, model_name: str, model_info: dict[str, Any],
+                run_dir: Path, *, rows_from_this_pass: int, started: float,
+                **extra: Any) -> dict[str, Any]:
+    """Build the manifest's ``stages.extract`` record of a store written (or restored) here."""
+    return {
+        "model": model_name,
+        "model_info": model_info,
+        "n_rows": len(plan.rows),
+        "layers": plan.layers,
+        "prompt_version": PROMPT_VERSION,
+        "meta_sha256": sha256_file(run_dir / HIDDEN_DIR / "meta.json"),
+        "files": [layer_filename(x) for x in plan.layers],
+        "rows_from_this_pass": rows_from_this_pass,
+        "shard": plan.identity.get("shard"),
+        "seconds": round(time.perf_counter() - started, 3),
+        **extra,
+    }
+
+
+def _cache_key(plan: ExtractionPlan, info: dict[str, Any], batch_size: int,
+               padding_side: str) -> str | None:
+    from fks.hidden.pool_cache import cache_enabled, pool_key
+
+    if not cache_enabled():
+        return None
+    return pool_key(plan.identity, [ids for ids, _ in plan.encoded], info,
+                    batch_size=batch_size, padding_side=padding_side,
+                    extraction_version=EXTRACTION_VERSION)
+
+
+def _restore_cached(run_dir: Path, plan: ExtractionPlan, info: dict[str, Any],
+                    model_name: str, key: str | None, *, overwrite: bool) -> Path | None:
+    """Put the cached store for ``key`` in ``RUN/hidden/`` when the run needs one.
+
+    Only when the run has no complete store, or is told to replace it (``overwrite``); a
+    complete store the run already holds is kept as it is. Returns the cached store used.
+    """
+    from fks.hidden.pool_cache import cached_pool, restore_pool
+
+    store_dir = run_dir / HIDDEN_DIR
+    if key is None or ((store_dir / "meta.json").is_file() and not overwrite):
+        return None
+    cached = cached_pool(model_name, key, plan.identity, plan.rows, info["weights_sha256"])
+    if cached is None:
+        return None
+    restore_pool(cached, store_dir)
+    log.info("reference pool: %d rows taken from the cache %s (key %s...)", len(plan.rows),
+             cached.parent, key[:16])
+    return cached
 
 
 def _check_store_weights(run_dir: Path, loaded: str | None, *, overwrite: bool) -> None:

@@ -176,7 +176,8 @@ def _extract(ctx: PipelineContext, reason: str) -> None:
                        batch_size=ctx.options.batch_size,
                        max_prompt_len=ctx.configs.models.generation.max_prompt_len,
                        overwrite=reason in ("outputs_changed", "params_changed"),
-                       model_info=hf.describe(), duplicate_sample=0)
+                       model_info=hf.describe(), duplicate_sample=0,
+                       cache=True)  # across runs: fks.hidden.pool_cache
         from fks.provenance import record_files
 
         record_files(ctx.run_dir, "extract", {})  # the run's extract now includes the pool
