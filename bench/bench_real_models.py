@@ -74,12 +74,23 @@ def _backend(model: str, dtype: str):
     return HFBackend(path, generation=configs.models.generation, device="cpu", dtype=dtype)
 
 
-def _generate(backend, prompts: list[str], batch: int) -> tuple[float, int, list[str]]:
+def _generate(backend, prompts: list[str], batch: int,
+              workers: int | None = None) -> tuple[float, int, list[str]]:
+    """Generate as ``fks generate`` does: batches through the runner's
+    :func:`fks.generate.runner.batch_outputs`, ``workers`` at once (default: the backend's)."""
+    from fks.generate.runner import batch_outputs
+
+    saved = backend.workers
+    backend.workers = saved if workers is None else workers
     started, tokens, texts = time.perf_counter(), 0, []
-    for i in range(0, len(prompts), batch):
-        outs = backend.generate(prompts[i:i + batch], max_new_tokens=24)
-        tokens += sum(o.n_generated_tokens or 0 for o in outs)
-        texts += [o.text for o in outs]
+    try:
+        batches = [prompts[i:i + batch] for i in range(0, len(prompts), batch)]
+        with batch_outputs(backend, batches, 24) as results:
+            for outs in results:
+                tokens += sum(o.n_generated_tokens or 0 for o in outs)
+                texts += [o.text for o in outs]
+    finally:
+        backend.workers = saved
     return time.perf_counter() - started, tokens, texts
 
 
@@ -132,7 +143,11 @@ def bench_jlens(args: argparse.Namespace) -> dict:
     layers = parse_layers("window", n_layers, load_configs().metrics.layer_window_min_frac)
     prompts = [build_prompt(q) for q in _queries(args.benchmark, args.prompts)]
     arms = {m: (lambda m=m, p=prompts: fit_jlens(backend.model, backend.tokenizer, p, layers,
-                                                  method=m)) for m in ("batched", "vmap")}
+                                                  method=m, workers=1))
+            for m in ("batched", "vmap")}
+    if args.workers:  # vmap as fks run fits it: 2 worker threads on a CPU with 2+ threads
+        arms["vmap_workers"] = lambda p=prompts: fit_jlens(backend.model, backend.tokenizer, p,
+                                                           layers)
     out, secs = {}, {}
     if args.warmup:
         fit_jlens(backend.model, backend.tokenizer, prompts[:1], layers)
@@ -141,6 +156,18 @@ def bench_jlens(args: argparse.Namespace) -> dict:
         out[name] = fn()
         secs[name] = round(time.perf_counter() - started, 2)
     diff = max(float(np.max(np.abs(out["vmap"][x] - out["batched"][x]))) for x in layers)
+    workers = {}
+    if "vmap_workers" in out:
+        from fks.workers import resolve_workers
+
+        workers = {"workers": resolve_workers("cpu"),
+                   "speedup_vmap_workers_over_batched": round(
+                       secs["batched"] / secs["vmap_workers"], 2),
+                   "speedup_vmap_workers_over_vmap": round(secs["vmap"] / secs["vmap_workers"],
+                                                           2),
+                   "max_abs_diff_vmap_workers_vs_vmap": max(
+                       float(np.max(np.abs(out["vmap_workers"][x] - out["vmap"][x])))
+                       for x in layers)}
     # the floor: vmap's matrix products alone (any implementation of the same reverse-mode
     # sweep computes them; everything else -- elementwise backward, attention, vmap's
     # bookkeeping, Python -- is what it could at best remove)
@@ -149,7 +176,7 @@ def bench_jlens(args: argparse.Namespace) -> dict:
               "threads": torch.get_num_threads(), "seconds": secs,
               "prompts_per_s": {k: round(len(prompts) / v, 3) for k, v in secs.items()},
               "speedup_vmap_over_batched": round(secs["batched"] / secs["vmap"], 2),
-              "max_abs_diff_vmap_vs_batched": diff,
+              "max_abs_diff_vmap_vs_batched": diff, **workers,
               "gemm_floor": {"profiled_vmap_s": round(profiled, 2), "gemm_s": round(gemm, 2),
                              # of the unprofiled time: the profiler slows vmap's many small
                              # ops far more than its matrix products
@@ -157,10 +184,11 @@ def bench_jlens(args: argparse.Namespace) -> dict:
                              "batched_over_gemm_floor": round(secs["batched"] / gemm, 2)}}
     if args.exact:
         few = prompts[: args.exact]
-        f32 = {m: fit_jlens(backend.model, backend.tokenizer, few, layers, method=m)
+        f32 = {m: fit_jlens(backend.model, backend.tokenizer, few, layers, method=m, workers=1)
                for m in ("batched", "vmap")}
         backend.model.double()
-        ref = fit_jlens(backend.model, backend.tokenizer, few, layers, method="batched")
+        ref = fit_jlens(backend.model, backend.tokenizer, few, layers, method="batched",
+                        workers=1)
         backend.model.float()
         result["exact_prompts"] = len(few)
         result["max_abs_err_vs_float64"] = {
@@ -195,9 +223,10 @@ def bench_jlens_stage(args: argparse.Namespace) -> dict:
     """The J-Lens fit as issue 29 found it against the fit ``fks run`` makes now, one run.
 
     ``issue``: the ``batched`` method over the stratified sample of ``--before`` prompts (256,
-    the default then); ``now``: the default method (``vmap``) over
-    :data:`fks.hidden.jlens.JLENS_PROMPTS` (128). Both float32, the same model and window
-    layers, each prompt sample drawn as the stage draws it. The matrices differ by the prompt
+    the default then), one stream; ``now``: the default method (``vmap``) over
+    :data:`fks.hidden.jlens.JLENS_PROMPTS` (128) with the default workers (:mod:`fks.workers`).
+    Both float32, the same model and window layers, each prompt sample drawn as the stage
+    draws it. The matrices differ by the prompt
     count, not only by rounding: the count is justified by J's convergence against a
     1,024-prompt fit (``bench/bench_jlens_convergence.py``), the method by ``jlens`` above.
     """
@@ -212,17 +241,21 @@ def bench_jlens_stage(args: argparse.Namespace) -> dict:
     backend = _backend(args.model, "float32")
     n_layers, _ = model_dims(backend.model)
     layers = parse_layers("window", n_layers, load_configs().metrics.layer_window_min_frac)
-    arms = {"issue": ("batched", args.before), "now": ("vmap", JLENS_PROMPTS)}
+    # (method, prompts, workers): the issue's fit ran one stream; fks run's now runs the
+    # default workers (fks.workers: 2 on a CPU with 2+ threads)
+    arms = {"issue": ("batched", args.before, 1), "now": ("vmap", JLENS_PROMPTS, None)}
     fit_jlens(backend.model, backend.tokenizer,
               [build_prompt(q) for q in _queries(args.benchmark, 1)], layers)  # warm-up
     secs = {}
-    for name, (method, n) in arms.items():
+    for name, (method, n, workers) in arms.items():
         prompts = [build_prompt(q) for q in _queries(args.benchmark, n)]
         started = time.perf_counter()
-        fit_jlens(backend.model, backend.tokenizer, prompts, layers, method=method)
+        fit_jlens(backend.model, backend.tokenizer, prompts, layers, method=method,
+                  workers=workers)
         secs[name] = round(time.perf_counter() - started, 1)
     return {"model": args.model, "layers": layers, "threads": torch.get_num_threads(),
-            "arms": {k: {"method": m, "prompts": n} for k, (m, n) in arms.items()},
+            "arms": {k: {"method": m, "prompts": n, "workers": w}
+                     for k, (m, n, w) in arms.items()},
             "seconds": secs, "now_over_issue": round(secs["issue"] / secs["now"], 2)}
 
 
@@ -258,13 +291,15 @@ def bench_generate(args: argparse.Namespace) -> dict:
 
     * ``fks``: :meth:`HFBackend.generate` at its defaults (its own greedy loop, issue 29) on
       batches formed from the length-sorted queries, as :func:`fks.generate.runner.generate_run`
-      does;
+      does, through the runner's :func:`~fks.generate.runner.batch_outputs` (on a CPU with 2+
+      threads: 2 worker threads, one batch each);
+    * ``fks_one_worker`` (``--workers``): the same with one batch at a time (before workers);
     * ``fks_transformers_loop`` (``--loops``): the same backend through ``transformers``'
-      ``generate`` (``FKS_DECODE=transformers``, the loop before issue 29's own);
+      ``generate`` (``FKS_DECODE=transformers``, the loop before issue 29's own), one worker;
     * ``fks_eager`` (``--eager``): the eager log-prob kernel (``FKS_COMPILE=0``);
     * ``plain``: left-padded ``model.generate``, the prompts in the order given (no sorting).
 
-    Then the matrix-product floor: one more ``fks`` pass at fks's default batch
+    Then the matrix-product floor: one more one-worker ``fks`` pass at fks's default batch
     (``--default-batch``, 64 as ``fks run``/``fks generate``; else the last of ``--batches``) under
     ``torch.profiler``; the seconds inside matrix products are a floor for any implementation
     that computes the same products (``plain_best_over_gemm_floor`` bounds the speed-up over
@@ -281,17 +316,19 @@ def bench_generate(args: argparse.Namespace) -> dict:
     # fks's runner forms its batches from the length-sorted queries (generate_run)
     by_length = [build_prompt(q) for q in length_sorted(queries)]
     back = {p: i for i, p in enumerate(by_length)}
-    arms = [("fks", "1", "fks"),
-            *((("fks_transformers_loop", "1", "transformers"),) if args.loops else ()),
-            *((("fks_eager", "0", "fks"),) if args.eager else ())]
+    # (arm, FKS_COMPILE, FKS_DECODE, workers: None = the backend's default)
+    arms = [("fks", "1", "fks", None),
+            *((("fks_one_worker", "1", "fks", 1),) if args.workers else ()),
+            *((("fks_transformers_loop", "1", "transformers", 1),) if args.loops else ()),
+            *((("fks_eager", "0", "fks", None),) if args.eager else ())]
     best: dict[str, float] = {}
     texts: dict[str, list[str]] = {}
     backend.generate(by_length[:8], max_new_tokens=24)  # compiles the log-prob kernel
     for _ in range(args.repeats):
         for batch in args.batches:
-            for arm, compile_env, loop in arms:
+            for arm, compile_env, loop, workers in arms:
                 os.environ["FKS_COMPILE"], os.environ["FKS_DECODE"] = compile_env, loop
-                secs, _, out = _generate(backend, by_length, batch)
+                secs, _, out = _generate(backend, by_length, batch, workers)
                 out = [out[back[p]] for p in prompts]
                 best[f"{arm}_b{batch}"] = min(best.get(f"{arm}_b{batch}", secs), secs)
                 texts[f"{arm}_b{batch}"] = out
@@ -302,21 +339,25 @@ def bench_generate(args: argparse.Namespace) -> dict:
     default = args.default_batch if args.default_batch in args.batches else args.batches[-1]
     plain_best = min(v for k, v in best.items() if k.startswith("plain"))
     fks_default = best[f"fks_b{default}"]
-    profiled, gemm = _gemm_seconds(lambda: _generate(backend, by_length, default))
+    # one worker: the profiler's matrix-product seconds are then wall seconds
+    profiled, gemm = _gemm_seconds(lambda: _generate(backend, by_length, default, 1))
     bar_fks = texts[f"fks_b{default}"][: args.bar]
     _, single = _plain_generate(backend, prompts[: args.bar], 1)
     n_equal = sum(a == b for a, b in zip(bar_fks, single, strict=True))
     eager = best.get(f"fks_eager_b{default}")
     hf_loop = best.get(f"fks_transformers_loop_b{default}")
+    one = best.get(f"fks_one_worker_b{default}")
     kernels = backend.describe()["kernels"]
     return {"model": args.model, "dtype": backend.dtype, "queries": len(prompts),
             "default_batch": default,
             "threads": kernels["threads"], "logprob_kernel": kernels["logprob_kernel"],
-            "decode_loop": kernels["decode_loop"],
+            "decode_loop": kernels["decode_loop"], "workers": backend.workers,
             "seconds_best_of": {k: round(v, 2) for k, v in best.items()},
             "fks_default_over_plain_best": round(plain_best / fks_default, 2),
             **({"fks_loop_over_transformers_loop": round(hf_loop / fks_default, 2)}
                if hf_loop else {}),
+            **({"workers_over_one_worker": round(one / fks_default, 2),
+                "fks_one_worker_over_plain_best": round(plain_best / one, 2)} if one else {}),
             **({"fks_compiled_over_eager_kernel": round(eager / fks_default, 2)}
                if eager else {}),
             "gemm_floor": {"profiled_fks_s": round(profiled, 2), "gemm_s": round(gemm, 2),
@@ -483,6 +524,8 @@ def main() -> None:
     p.add_argument("--exact", type=int, default=0,
                    help="also compare both float32 arms with a float64 fit on N prompts")
     p.add_argument("--warmup", action="store_true", help="fit one prompt untimed first")
+    p.add_argument("--workers", action="store_true",
+                   help="also fit vmap with fks's default workers (2 threads on a 2-core CPU)")
     p = sub.add_parser("jlens-stage")
     p.add_argument("--model", default="gemma-3-270m")
     p.add_argument("--benchmark", required=True)
@@ -501,6 +544,9 @@ def main() -> None:
     p.add_argument("--default-batch", type=int, default=64,
                    help="fks's default batch (fks run / fks generate): the arm compared with "
                         "plain's best and profiled for the floor")
+    p.add_argument("--workers", action="store_true",
+                   help="also time fks with one worker (the default is the backend's: 2 on a "
+                   "CPU with 2+ threads)")
     p.add_argument("--loops", action="store_true",
                    help="also time fks through transformers' generate (FKS_DECODE=transformers)")
     p = sub.add_parser("logprobs")

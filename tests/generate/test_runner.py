@@ -316,3 +316,86 @@ def test_cli_with_hidden_stores_states_and_same_generations(full_run, tmp_path, 
     assert len(index) == n_main and (out / "hidden" / "meta.json").is_file()
     man = read_json(out / "evaluation_manifest.json")
     assert man["stages"]["generate"]["status"] == "complete" and "extract" in man["stages"]
+
+
+# ------------------------------------------------------------------ generation workers
+@pytest.fixture
+def two_workers(tiny_model_dir, monkeypatch):
+    """The tiny model's HF backend with 2 workers, and the most batches it had in flight."""
+    import threading
+    import time as time_mod
+
+    backend2 = make_backend("hf", str(tiny_model_dir), configs=CFG, device="cpu")
+    backend2.workers = 2
+    real, lock, state = backend2.generate, threading.Lock(), {"now": 0, "max": 0,
+                                                               "threads": set()}
+
+    def spy(prompts, *, max_new_tokens):
+        with lock:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+            state["threads"].add(threading.current_thread().name)
+        try:
+            time_mod.sleep(0.05)  # long enough for the other worker to start its batch
+            return real(prompts, max_new_tokens=max_new_tokens)
+        finally:
+            with lock:
+                state["now"] -= 1
+
+    monkeypatch.setattr(backend2, "generate", spy)
+    return backend2, state
+
+
+def test_two_workers_write_the_same_file_as_one(full_run, tmp_path, two_workers):
+    import torch
+
+    bench, run, _ = full_run
+    backend2, state = two_workers
+    threads = torch.get_num_threads()
+    summary = _run(bench, tmp_path / "run", backend2, batch_size=4)
+    assert summary.complete and state["max"] == 2  # two batches really ran at once
+    assert all(name.startswith("fks-generate") for name in state["threads"])
+    assert torch.get_num_threads() == threads  # the workers' thread share is given back
+    assert (tmp_path / "run" / "generations.jsonl").read_bytes() == \
+        (run / "generations.jsonl").read_bytes()
+    stage = read_json(tmp_path / "run" / "evaluation_manifest.json")["backend"]["kernels"]
+    assert stage["workers"] == 2
+
+
+def test_an_interrupt_under_two_workers_keeps_whole_batches_and_resumes(
+        full_run, tmp_path, two_workers):
+    bench, run, _ = full_run
+    backend2, _ = two_workers
+    out = tmp_path / "run"
+
+    def boom(index, records):
+        if index == 2:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        _run(bench, out, backend2, batch_size=4, on_batch=boom)
+    gen = out / "generations.jsonl"
+    assert len(gen.read_text().splitlines()) == 12  # batches 0-2, whole; 3 was in flight
+    summary = _run(bench, out, backend2, batch_size=4)
+    assert summary.n_existing == 12 and summary.complete
+    assert gen.read_bytes() == (run / "generations.jsonl").read_bytes()
+
+
+def test_worker_count_resolution(monkeypatch):
+    import torch
+
+    from fks.workers import resolve_workers
+
+    monkeypatch.delenv("FKS_WORKERS", raising=False)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    assert resolve_workers("cpu", None) == 2
+    assert resolve_workers("cuda:0", None) == 1 and resolve_workers("cpu", "auto") == 1
+    assert resolve_workers("cpu", None, 3) == 3
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    assert resolve_workers("cpu", None) == 1
+    monkeypatch.setenv("FKS_WORKERS", "4")
+    assert resolve_workers("cpu", None) == 4
+    for bad in ("0", "two"):
+        monkeypatch.setenv("FKS_WORKERS", bad)
+        with pytest.raises(FksInputError):
+            resolve_workers("cpu", None)

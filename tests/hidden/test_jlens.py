@@ -205,3 +205,31 @@ def test_sample_is_seeded_stratified_and_main_only(tiny_benchmark_dir):
     draws = {tuple(q.query_id for q in sample_jlens_queries(queries, 5, s)) for s in range(6)}
     assert len(draws) > 1  # the seed matters
     assert len(sample_jlens_queries(queries, n=10_000)) == len(main)
+
+
+def test_two_workers_fit_the_same_matrices_and_never_see_each_others_hooks(deep_model,
+                                                                           monkeypatch):
+    """Two worker threads share the model: each one's delta hooks must leave the other's
+    forward passes alone (else its ``y`` and gradients are another prompt's)."""
+    import threading
+
+    from fks.hidden import jlens as jlens_mod
+
+    model, tok = deep_model
+    prompts = [f"Question {i}: where is city number {i}?\nAnswer:" for i in range(6)]
+    one = fit_jlens(model, tok, prompts, [1, 2], workers=1)
+    seen, real = set(), jlens_mod.prompt_jacobians
+    barrier = threading.Barrier(2, timeout=10)
+
+    def both_at_once(*args, **kw):
+        name = threading.current_thread().name
+        if name not in seen:  # each worker's first prompt starts with the other's
+            seen.add(name)
+            barrier.wait()
+        return real(*args, **kw)
+
+    monkeypatch.setattr(jlens_mod, "prompt_jacobians", both_at_once)
+    two = fit_jlens(model, tok, prompts, [1, 2], workers=2)
+    assert len(seen) == 2 and all(n.startswith("fks-jlens") for n in seen)
+    for layer in (1, 2):
+        np.testing.assert_allclose(two[layer], one[layer], atol=1e-6, rtol=0)

@@ -44,13 +44,16 @@ exactly-once check, shared with ``fks merge`` for the other stages' files).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import logging
 import random
 import re
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -461,11 +464,12 @@ def _generate_batches(
     recent: deque[GenerationRecord] = deque(maxlen=FAILURE_WINDOW)
     n_tokens, t0 = 0, time.perf_counter()
     total = sum(sum(w) for _, w in batches)
-    with progress_bar(TextColumn("{task.fields[tok_s]} tok/s")) as progress:
+    with progress_bar(TextColumn("{task.fields[tok_s]} tok/s")) as progress, \
+            batch_outputs(backend, [[build_prompt(q) for q in b] for b, _ in batches],
+                          max_new_tokens) as results:
         task = progress.add_task("generate", total=total, tok_s="-")
-        for index, (batch, wanted) in enumerate(batches):
-            outputs = backend.generate([build_prompt(q) for q in batch],
-                                       max_new_tokens=max_new_tokens)
+        for index, ((batch, wanted), outputs) in enumerate(zip(batches, results,
+                                                                strict=True)):
             if len(outputs) != len(batch):
                 raise RuntimeError(f"backend {backend.name} returned {len(outputs)} outputs "
                                    f"for {len(batch)} prompts")
@@ -483,6 +487,48 @@ def _generate_batches(
                 raise _TooManyFailures(counts, f"{len(failed)} of the last {len(recent)} "
                                        f"requests failed (last: {failed[-1].error})")
     return counts
+
+
+@contextlib.contextmanager
+def batch_outputs(backend: GenerationBackend, batches: list[list[str]],
+                  max_new_tokens: int) -> Iterator[Iterator[list[GenerationOutput]]]:
+    """Each batch of prompts' outputs, in batch order, from ``backend.workers`` threads at once.
+
+    One worker (every backend but an in-process one on a CPU, :func:`fks.generate.backends.hf.
+    resolve_workers`): each batch when asked for, as before. More: up to ``workers`` batches
+    are in flight inside the backend's :meth:`parallel` context, and their outputs still come
+    back in order, so only this thread writes the file and every row is written once its
+    batch is done. On an error or an interrupt the batches not started are dropped and those
+    running are waited for (at most ``workers`` batches); nothing of theirs is written.
+    """
+    workers = int(getattr(backend, "workers", 1) or 1)
+
+    def run(batch: list[str]) -> list[GenerationOutput]:
+        return backend.generate(batch, max_new_tokens=max_new_tokens)
+
+    if workers <= 1 or len(batches) <= 1:
+        yield (run(b) for b in batches)
+        return
+    with getattr(backend, "parallel", contextlib.nullcontext)(), ThreadPoolExecutor(
+            workers, thread_name_prefix="fks-generate") as pool:
+        pending: deque = deque()
+        todo = iter(batches)
+
+        def ordered() -> Iterator[list[GenerationOutput]]:
+            for batch in itertools.islice(todo, workers):
+                pending.append(pool.submit(run, batch))
+            while pending:
+                outputs = pending.popleft().result()
+                nxt = next(todo, None)
+                if nxt is not None:
+                    pending.append(pool.submit(run, nxt))
+                yield outputs
+
+        try:
+            yield ordered()
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 class _TooManyFailures(Exception):

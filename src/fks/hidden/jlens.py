@@ -40,8 +40,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -61,6 +63,7 @@ from fks.hidden.capture import (
 from fks.io import atomic_path, atomic_write_json, load_npy, read_json, sha256_file
 from fks.log import progress_bar
 from fks.runlock import locks_run_dir
+from fks.workers import resolve_workers, shared_threads
 
 __all__ = [
     "JLENS_DIR",
@@ -105,6 +108,9 @@ class _DeltaHooks:
     def __init__(self, blocks: Any, deltas: Mapping[int, Any]) -> None:
         self.blocks, self.deltas, self.y = blocks, deltas, None
         self._handles: list[Any] = []
+        # hooks belong to the module, not to a thread: under J-Lens workers (fit_jlens) the
+        # other worker's forward passes go through these blocks too, and pass untouched
+        self._owner = threading.get_ident()
 
     def __enter__(self) -> _DeltaHooks:
         last = len(self.blocks) - 1
@@ -120,6 +126,8 @@ class _DeltaHooks:
         import torch
 
         def hook(module: Any, args: tuple, output: Any) -> Any:
+            if threading.get_ident() != self._owner:
+                return output
             hidden = block_hidden(output)
             if layer in self.deltas:
                 end = hidden[:, -1:, :] + self.deltas[layer]
@@ -272,6 +280,7 @@ def fit_jlens(
     max_prompt_len: int = 192,
     batch_rows: int | None = None,
     method: Literal["vmap", "batched", "loop"] = "vmap",
+    workers: int | None = None,
 ) -> dict[int, np.ndarray]:
     """Mean Jacobian transport over ``prompts`` (spec §7.3): ``{layer: J}``, ``z = J @ h``.
 
@@ -286,6 +295,10 @@ def fit_jlens(
             :func:`default_batch_rows`).
         method: ``vmap`` (default), ``batched`` or the per-coordinate ``loop`` reference
             (:func:`prompt_jacobians`).
+        workers: threads sharing the model, each on one share of the process's torch threads
+            and every ``workers``-th prompt, summed in its own accumulator; the sums are added
+            in worker order, so the result does not depend on scheduling. Default
+            :func:`fks.workers.resolve_workers` (2 on a CPU with 2+ threads).
 
     Returns:
         ``{l: (d, d) float32 array}``, the mean over prompts of ``d h^L / d h^l`` at the last
@@ -305,14 +318,31 @@ def fit_jlens(
                     "model in float32", dtype)
     acc_dtype = torch.float64 if dtype == torch.float64 else torch.float32
     device = next(model.parameters()).device
-    acc = {x: torch.zeros(d, d, dtype=acc_dtype, device=device) for x in layers}
-    with _frozen(model), progress_bar() as bar:
+    n_workers = min(resolve_workers(device, getattr(model, "hf_device_map", None), workers),
+                    len(prompts))
+    # tokenised here, in one thread (a fast tokenizer refuses concurrent use)
+    encoded = [encode_prompt(tokenizer, p, max_prompt_len)[0] for p in prompts]
+    accs = [{x: torch.zeros(d, d, dtype=acc_dtype, device=device) for x in layers}
+            for _ in range(n_workers)]
+    with _frozen(model), progress_bar() as bar, shared_threads(n_workers):
         task = bar.add_task("j-lens", total=len(prompts))
-        for prompt in prompts:
-            ids, _ = encode_prompt(tokenizer, prompt, max_prompt_len)
-            prompt_jacobians(model, ids, layers, batch_rows=batch_rows, method=method,
-                             accumulate=acc)
-            bar.advance(task)
+
+        def share(k: int) -> None:
+            for ids in encoded[k::n_workers]:
+                prompt_jacobians(model, ids, layers, batch_rows=batch_rows, method=method,
+                                 accumulate=accs[k])
+                bar.advance(task)
+
+        if n_workers == 1:
+            share(0)
+        else:
+            with ThreadPoolExecutor(n_workers, thread_name_prefix="fks-jlens") as pool:
+                for future in [pool.submit(share, k) for k in range(n_workers)]:
+                    future.result()
+    acc = accs[0]
+    for other in accs[1:]:
+        for x in layers:
+            acc[x] += other[x]
     return {x: (a / len(prompts)).to(torch.float32).cpu().numpy() for x, a in acc.items()}
 
 
@@ -506,8 +536,10 @@ def run_jlens(
             return old
         raise FksInputError(f"an existing J-Lens fit has a different {differs}; pass --overwrite "
                             "to replace it", path=existing, field=differs)
+    workers = min(resolve_workers(next(model.parameters()).device,
+                                  getattr(model, "hf_device_map", None)), len(sample))
     jlens = fit_jlens(model, tokenizer, [build_prompt(q) for q in sample], layers,
-                      max_prompt_len=max_prompt_len, batch_rows=batch_rows)
+                      max_prompt_len=max_prompt_len, batch_rows=batch_rows, workers=workers)
     info = {
         **identity,
         "n": len(sample),
@@ -515,6 +547,8 @@ def run_jlens(
         "stratified_by": ["relation", "condition_family"],
         "method": "prefix-cached reverse mode, one forward row, vectorised VJPs",
         "batch_rows": min(d, batch_rows or default_batch_rows(d)),
+        # threads sharing the model; the sum's order, hence the last bits, depends on it
+        "workers": workers,
         "compute_dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
         "h_L": "raw output of the last decoder block (before the final norm), last prompt token",
         "model_info": dict(model_info or {}),

@@ -34,11 +34,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
 import os
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,7 @@ from fks.generate.backends.base import GenerationOutput
 from fks.generate.prompts import encode_prompt
 from fks.hidden.capture import cache_kwarg, last_logits_kwargs, mask_position_ids
 from fks.io import sha256_file
+from fks.workers import resolve_workers, shared_threads
 
 try:
     from safetensors import SafetensorError
@@ -369,6 +372,8 @@ def kernel_settings() -> dict[str, Any]:
 #: a small vocabulary's eager reduction costs little, and tests and the demo stay eager)
 FUSED_MIN_VOCAB = 32768
 _FUSED: dict[str, Any] = {}
+_FUSED_LOCK = threading.Lock()
+_FUSED_SEEN: set[tuple[str, int]] = set()
 
 
 def _fused_chosen(scores: Any) -> tuple[Any, Any]:
@@ -380,6 +385,20 @@ def _fused_chosen(scores: Any) -> tuple[Any, Any]:
     ``torch.logsumexp`` (``bench_real_models.py logprobs``). Falls back to eager -- once,
     with a warning -- when compiling fails (no C++ compiler); ``FKS_COMPILE=0`` turns it off.
     """
+    # dynamo compiles (and recompiles for a new dtype or a one-row batch) in the calling
+    # thread and is not thread-safe then: a call of a kind not seen yet holds the lock, so
+    # generation workers (HFBackend.workers) never compile at once
+    kind = (str(scores.dtype), min(int(scores.shape[0]), 2))
+    if kind not in _FUSED_SEEN:
+        with _FUSED_LOCK:
+            out = _fused_call(scores)
+            _FUSED_SEEN.add(kind)
+            return out
+    return _fused_call(scores)
+
+
+def _fused_call(scores: Any) -> tuple[Any, Any]:
+    """Compile (first call) and run the kernel of :func:`_fused_chosen`."""
     import torch
 
     fn = _FUSED.get("fn")
@@ -515,6 +534,7 @@ class HFBackend:
         dtype: str | None = None,
         device_map: str | dict[str, Any] | None = None,
         max_time_s: float | None = None,
+        workers: int | None = None,
     ) -> None:
         from fks.generate.gguf import resolve_model_source
 
@@ -567,6 +587,9 @@ class HFBackend:
         self.eos_ids = self._eos_ids()
         self._clear_model_generation_defaults()
         self._describe: dict[str, Any] | None = None
+        self.workers = resolve_workers(self.device, device_map, workers)
+        # a fast tokenizer refuses concurrent use ("Already borrowed"): workers take turns
+        self._tokenizer_lock = threading.Lock()
 
     def _clear_model_generation_defaults(self) -> None:
         """Replace the checkpoint's ``generation_config`` by one holding only special tokens.
@@ -615,7 +638,8 @@ class HFBackend:
         if not prompts:
             return []
         cap = self.generation.max_prompt_len
-        encoded = [encode_prompt(self.tokenizer, p, cap) for p in prompts]
+        with self._tokenizer_lock:
+            encoded = [encode_prompt(self.tokenizer, p, cap) for p in prompts]
         input_ids, attention_mask = self._pad_batch([ids for ids, _ in encoded])
         started = time.monotonic()
         if decode_loop(self.model) == "fks":
@@ -624,11 +648,20 @@ class HFBackend:
         else:
             tokens, logprobs = self._greedy_generate(input_ids, attention_mask, max_new_tokens)
         elapsed = time.monotonic() - started
-        outputs = [self._output(tokens[row], logprobs[row], encoded[row])
-                   for row in range(len(prompts))]
+        with self._tokenizer_lock:
+            outputs = [self._output(tokens[row], logprobs[row], encoded[row])
+                       for row in range(len(prompts))]
         if self.max_time_s is not None and elapsed >= self.max_time_s:
             outputs = [self._timed_out(o, max_new_tokens, elapsed) for o in outputs]
         return outputs
+
+    def parallel(self) -> contextlib.AbstractContextManager[None]:
+        """Let ``generate`` run in :attr:`workers` threads at once while open (the runner's).
+
+        Each worker gets its share of the process's torch threads
+        (:func:`fks.workers.shared_threads`).
+        """
+        return shared_threads(self.workers)
 
     def _greedy_loop(self, input_ids: Any, attention_mask: Any, max_new_tokens: int,
                      started: float) -> tuple[list[list[int]], list[list[float]]]:
@@ -768,7 +801,7 @@ class HFBackend:
                    if self.device_map else {}),
                 "trust_remote_code": self.trust_remote_code,
                 "transformers_version": self._transformers_version,
-                "kernels": kernel_settings(),
+                "kernels": {**kernel_settings(), "workers": self.workers},
                 "eos_token_ids": self.eos_ids,
                 "pad_token_id": self.tokenizer.pad_token_id,
                 "padding_side": "left",
