@@ -95,10 +95,12 @@ def test_anything_that_can_change_a_number_is_another_key(
         _pool(tmp_path / f"r{i}", tiny_model_and_tokenizer, bench, **change)
         assert sum(counted) > 0, change
     assert len(_entries(cache_root)) == 7
-    # a path is where the file lies, not what it holds: same key
+    # a path is where the file lies, not what it holds; generation's workers extract nothing:
+    # the same key
     counted.clear()
     _pool(tmp_path / "moved", tiny_model_and_tokenizer, bench,
-          model_info={**INFO, "model_path": "/elsewhere"})
+          model_info={**INFO, "model_path": "/elsewhere",
+                      "kernels": {**INFO["kernels"], "workers": 2}})
     assert counted == []
 
 
