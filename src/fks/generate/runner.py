@@ -494,8 +494,8 @@ def batch_outputs(backend: GenerationBackend, batches: list[list[str]],
                   max_new_tokens: int) -> Iterator[Iterator[list[GenerationOutput]]]:
     """Each batch of prompts' outputs, in batch order, from ``backend.workers`` threads at once.
 
-    One worker (every backend but an in-process one on a CPU, :func:`fks.generate.backends.hf.
-    resolve_workers`): each batch when asked for, as before. More: up to ``workers`` batches
+    One worker (every backend but an in-process one on a CPU,
+    :func:`fks.workers.resolve_workers`): each batch when asked for, as before. More: up to ``workers`` batches
     are in flight inside the backend's :meth:`parallel` context, and their outputs still come
     back in order, so only this thread writes the file and every row is written once its
     batch is done. On an error or an interrupt the batches not started are dropped and those
