@@ -140,10 +140,7 @@ def _metric_files(run_dir: Path) -> dict[str, Any]:
     return out
 
 
-def test_two_runs_give_identical_metrics(setup, first_run):
-    run_a, _ = first_run
-    run_b = setup["root"] / "runs_b" / "tiny"
-    run_pipeline(_context(setup, run_b.parent))
+def _assert_same_metrics(run_a: Path, run_b: Path) -> None:
     a, b = _metric_files(run_a), _metric_files(run_b)
     assert a.keys() == b.keys() and len(a) > 10
     for name in a:
@@ -154,6 +151,13 @@ def test_two_runs_give_identical_metrics(setup, first_run):
                 assert np.array_equal(x, b[name][key], equal_nan=nan), (name, key)
         else:
             assert a[name] == b[name], name
+
+
+def test_two_runs_give_identical_metrics(setup, first_run):
+    run_a, _ = first_run
+    run_b = setup["root"] / "runs_b" / "tiny"
+    run_pipeline(_context(setup, run_b.parent))
+    _assert_same_metrics(run_a, run_b)
     for name in ("generations.jsonl", "judged.jsonl", "hidden/layer_002.npy",
                  "jlens/layer_002.npy"):
         assert (run_a / name).read_bytes() == (run_b / name).read_bytes(), name
@@ -304,3 +308,45 @@ def test_cli_bad_input_exits_2(extra, tiny_benchmark_dir, tmp_path):
 def test_cli_missing_benchmark_exits_2(tmp_path):
     assert _main(["run", "--model", "tiny", "--model-path", str(tmp_path),
                   "--benchmark", str(tmp_path / "absent"), "--out", str(tmp_path)]) == 2
+
+
+# ------------------------------------------------------------- the pool cache (issue 29)
+def test_a_second_limit_run_takes_the_pool_from_the_cache_and_reads_the_same(
+        setup, tmp_path, monkeypatch):
+    """Two `--limit` runs of one model: the second links the first's pool in from the cache
+    (no forward pass for it) and every internal metric file is the same as a run that
+    extracts its own pool with the cache off."""
+    from fks.hidden import extract as extract_mod
+
+    monkeypatch.setenv("FKS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FKS_REFERENCE_CACHE", "1")
+
+    def run(name: str) -> Path:
+        ctx = PipelineContext.create(runs_dir=tmp_path / name, model="tiny",
+                                     model_path=str(setup["model"]), benchmark=setup["bench"],
+                                     configs=load_configs(), options=OPTIONS, limit=2)
+        run_pipeline(ctx)
+        return tmp_path / name / "tiny"
+
+    first = run("a")
+    rows: list[int] = []
+    real = extract_mod.forward_query_end
+
+    def counted(model, capture, ids, mask):
+        rows.append(len(ids))
+        return real(model, capture, ids, mask)
+
+    monkeypatch.setattr(extract_mod, "forward_query_end", counted)
+    second = run("b")
+    # the run's own rows and the §18.2 second pass, one row each; none for the pool
+    own = read_json(second / "hidden" / "meta.json")["n_rows"]
+    assert own <= sum(rows) < own + 64
+    assert read_json(second / "reference" / "hidden" / "meta.json")["n_rows"] > own
+    stage = read_run_manifest(second / "reference")["stages"]["extract"]
+    assert stage["from_cache"].startswith(str(tmp_path / "cache" / "reference"))
+    monkeypatch.setenv("FKS_REFERENCE_CACHE", "0")
+    monkeypatch.setattr(extract_mod, "forward_query_end", real)
+    fresh = run("c")
+    assert "from_cache" not in read_run_manifest(fresh / "reference")["stages"]["extract"]
+    _assert_same_metrics(fresh, first)
+    _assert_same_metrics(fresh, second)
