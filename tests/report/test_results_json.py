@@ -216,3 +216,6 @@ def test_the_kernel_line_names_the_logprob_kernel():
     # and which greedy loop generated (fks's own, or transformers' generate as the fallback)
     assert _kernels({**k, "logprob_kernel": "eager", "decode_loop": "fks"}).endswith(
         "log-probs eager, greedy loop fks")
+    # and how many worker threads shared the model (fks.workers)
+    assert _kernels({**k, "decode_loop": "fks", "workers": 2}).endswith(
+        "greedy loop fks, 2 workers")

@@ -225,7 +225,8 @@ def _kernels(k: Any) -> str | None:
         "oneDNN" if k.get("mkldnn") else "no oneDNN",
         f"fp32 matmul {k.get('float32_matmul_precision')}",
         f"log-probs {k['logprob_kernel']}" if k.get("logprob_kernel") else None,
-        f"greedy loop {k['decode_loop']}" if k.get("decode_loop") else None) if x)
+        f"greedy loop {k['decode_loop']}" if k.get("decode_loop") else None,
+        f"{k['workers']} workers" if k.get("workers") else None) if x)
 
 
 def run_details(run_dir: str | Path, manifest: dict[str, Any], *, model: str | None = None
