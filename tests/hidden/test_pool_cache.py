@@ -195,3 +195,22 @@ def test_fks_cache_list_shows_the_pool(tiny_model_and_tokenizer, tiny_benchmark_
     n = len(HiddenStore(tmp_path / "a" / "reference").index)
     assert entry.kind == "reference" and entry.detail == f"tiny, {n}"
     assert entry.size_bytes > 0
+
+
+def test_a_cache_that_cannot_be_linked_in_is_extracted_instead(
+        tiny_model_and_tokenizer, tiny_benchmark_dir, tmp_path, cache_root, counted,
+        monkeypatch, caplog):
+    bench = load_benchmark(tiny_benchmark_dir)
+    _pool(tmp_path / "a", tiny_model_and_tokenizer, bench)
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pool_cache, "_link_or_copy", full_disk)
+    counted.clear()
+    with caplog.at_level(logging.WARNING):
+        _pool(tmp_path / "b", tiny_model_and_tokenizer, bench)
+    assert sum(counted) > 0 and "No space left" in caplog.text
+    assert _files(tmp_path / "b" / "reference" / "hidden") == \
+        _files(tmp_path / "a" / "reference" / "hidden")
+    assert not list((tmp_path / "b" / "reference").glob(".tmp-*"))

@@ -432,7 +432,12 @@ def _restore_cached(run_dir: Path, plan: ExtractionPlan, info: dict[str, Any],
     cached = cached_pool(model_name, key, plan.identity, plan.rows, info["weights_sha256"])
     if cached is None:
         return None
-    restore_pool(cached, store_dir)
+    try:
+        restore_pool(cached, store_dir)
+    except OSError as exc:  # a full disk, or another process replacing the cached folder
+        log.warning("could not take the reference pool from the cache %s (%s); extracting it",
+                    cached.parent, exc)
+        return None
     log.info("reference pool: %d rows taken from the cache %s (key %s...)", len(plan.rows),
              cached.parent, key[:16])
     return cached

@@ -239,6 +239,8 @@ def publish_pool(store_dir: Path, model_name: str, key: str, info: Mapping[str, 
         for name in names:
             _link_or_copy(store_dir / name, tmp / HIDDEN_DIR / name)
         atomic_write_json(tmp / INFO_FILE, {"key": key, "model": model_name, **dict(info)})
+        if (folder / INFO_FILE).is_file():  # another run published the same key meanwhile
+            return folder
         if folder.exists():  # an unfinished folder from a crash: this one replaces it
             shutil.rmtree(folder)
         os.replace(tmp, folder)
