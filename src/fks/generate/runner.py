@@ -495,11 +495,12 @@ def batch_outputs(backend: GenerationBackend, batches: list[list[str]],
     """Each batch of prompts' outputs, in batch order, from ``backend.workers`` threads at once.
 
     One worker (every backend but an in-process one on a CPU,
-    :func:`fks.workers.resolve_workers`): each batch when asked for, as before. More: up to ``workers`` batches
-    are in flight inside the backend's :meth:`parallel` context, and their outputs still come
-    back in order, so only this thread writes the file and every row is written once its
-    batch is done. On an error or an interrupt the batches not started are dropped and those
-    running are waited for (at most ``workers`` batches); nothing of theirs is written.
+    :func:`fks.workers.resolve_workers`): each batch when asked for, as before. More: up to
+    ``workers`` batches are in flight inside the backend's :meth:`parallel` context, and their
+    outputs still come back in order, so only this thread writes the file and every row is
+    written once its batch is done. On an error or an interrupt the batches not started are
+    dropped and those running are waited for (at most ``workers`` batches); nothing of theirs
+    is written.
     """
     workers = int(getattr(backend, "workers", 1) or 1)
 
