@@ -66,6 +66,9 @@ class HiddenCapturingBackend:
         self.prompt_rows = prompt_rows
         self.layers = list(layers)
         self.n_rows_written = 0
+        # one batch at a time: the capture's hooks belong to the shared model, so a second
+        # worker's prefill would be read as this one's (fks.workers)
+        self.workers = 1
 
     def generate(self, prompts: list[str], *, max_new_tokens: int) -> list[Any]:
         """Generate as the wrapped backend does; store the prefill states of known prompts."""
