@@ -127,8 +127,14 @@ def test_a_damaged_cache_is_extracted_again(tiny_model_and_tokenizer, tiny_bench
     counted.clear()
     with caplog.at_level(logging.WARNING):
         _pool(tmp_path / "b", tiny_model_and_tokenizer, bench)
-    assert sum(counted) > 0 and "checksum differs" in caplog.text
+    assert sum(counted) > 0 and "sha256 mismatch" in caplog.text
     assert _files(tmp_path / "b" / "reference" / "hidden") == want
+    # the damaged folder was dropped and the fresh extraction cached whole again
+    (again,) = _entries(cache_root)
+    assert again == entry and _files(entry / "hidden") == want
+    counted.clear()
+    _pool(tmp_path / "c", tiny_model_and_tokenizer, bench)
+    assert counted == []
 
 
 def test_a_run_cannot_alter_the_cache(tiny_model_and_tokenizer, tiny_benchmark_dir, tmp_path,
@@ -144,10 +150,7 @@ def test_a_run_cannot_alter_the_cache(tiny_model_and_tokenizer, tiny_benchmark_d
     _pool(tmp_path / "a", tiny_model_and_tokenizer, bench, cache=False, overwrite=True,
           batch_size=3)
     assert _files(entry / "hidden") == before
-    assert pool_cache.cached_pool("tiny", read_json(entry / "reference.json")["key"],
-                                  {}, [r.model_dump() for r in
-                                       HiddenStore(tmp_path / "a" / "reference").index],
-                                  INFO["weights_sha256"], cache_root) is not None
+    HiddenStore(entry).validate(checksums=True)  # the cached folder is still whole
 
 
 def test_a_crash_while_restoring_leaves_no_half_store(tiny_model_and_tokenizer,

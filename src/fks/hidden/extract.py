@@ -21,6 +21,7 @@ in ``RUN/shards/shard_i_of_n/hidden/``; ``fks merge RUN`` joins the shards into 
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from fks.hidden.capture import (
     mask_position_ids,
     model_dims,
 )
-from fks.hidden.store import HIDDEN_DIR, HiddenWriter, check_index, layer_filename
+from fks.hidden.store import HIDDEN_DIR, HiddenStore, HiddenWriter, check_index, layer_filename
 from fks.io import atomic_path, read_json, sha256_file
 from fks.log import progress_bar
 from fks.runlock import locks_run_dir
@@ -424,12 +425,12 @@ def _restore_cached(run_dir: Path, plan: ExtractionPlan, info: dict[str, Any],
     Only when the run has no complete store, or is told to replace it (``overwrite``); a
     complete store the run already holds is kept as it is. Returns the cached store used.
     """
-    from fks.hidden.pool_cache import cached_pool, restore_pool
+    from fks.hidden.pool_cache import cached_pool, drop_pool, restore_pool
 
     store_dir = run_dir / HIDDEN_DIR
     if key is None or ((store_dir / "meta.json").is_file() and not overwrite):
         return None
-    cached = cached_pool(model_name, key, plan.identity, plan.rows, info["weights_sha256"])
+    cached = cached_pool(model_name, key, plan.identity, info["weights_sha256"])
     if cached is None:
         return None
     try:
@@ -437,6 +438,14 @@ def _restore_cached(run_dir: Path, plan: ExtractionPlan, info: dict[str, Any],
     except OSError as exc:  # a full disk, or another process replacing the cached folder
         log.warning("could not take the reference pool from the cache %s (%s); extracting it",
                     cached.parent, exc)
+        return None
+    try:  # the files as linked in: shapes, dtypes, every sha256 (the index: open_writer)
+        HiddenStore(run_dir).validate(checksums=True)
+    except (FksInputError, OSError) as exc:
+        log.warning("the cached reference pool in %s is damaged (%s); dropping it and "
+                    "extracting the pool", cached.parent, exc)
+        shutil.rmtree(store_dir, ignore_errors=True)
+        drop_pool(cached)
         return None
     log.info("reference pool: %d rows taken from the cache %s (key %s...)", len(plan.rows),
              cached.parent, key[:16])

@@ -25,9 +25,10 @@ from the cache instead of recomputing it.
 A model whose weights have no sha256 (not a local snapshot) is never cached.
 
 **Nothing stale can come back.** A cached pool is used only when its ``reference.json`` holds
-the same key, its ``meta.json`` the same identity and weights, its index the same queries in
-the same order, and every file the sha256 its ``meta.json`` recorded when it was written. Any
-failure is logged and the pool is extracted as if there were no cache. The files are hard
+the same key and its ``meta.json`` the same identity and weights; once linked into the run,
+every file must have the shape, dtype and sha256 its ``meta.json`` recorded (the run's own
+provenance record reuses those hashes), and the index the run's queries in order. A damaged
+pool is dropped from the cache, logged and extracted as if there were no cache. The files are hard
 linked into ``RUN/reference/hidden/`` (copied across file systems): fks never writes into a
 complete store (a new extraction unlinks its files first), so a run cannot alter the cache,
 and the run's own provenance hashes them like any extracted file.
@@ -56,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from fks.errors import FksInputError
-from fks.io import atomic_write_json, fks_cache_dir, read_json, sha256_file
+from fks.io import atomic_write_json, fks_cache_dir, read_json
 
 __all__ = [
     "CACHE_KIND",
@@ -66,6 +67,7 @@ __all__ = [
     "pool_key",
     "cached_pool",
     "restore_pool",
+    "drop_pool",
     "publish_pool",
 ]
 
@@ -151,15 +153,16 @@ def _folder(model_name: str, key: str, root: Path | None) -> Path:
     return (root or fks_cache_dir()) / CACHE_KIND / f"{safe}-{key[:16]}"
 
 
-def cached_pool(model_name: str, key: str, identity: Mapping[str, Any],
-                rows: list[dict[str, Any]], weights_sha256: str,
+def cached_pool(model_name: str, key: str, identity: Mapping[str, Any], weights_sha256: str,
                 root: Path | None = None) -> Path | None:
-    """Return the cached store for ``key`` when it checks out whole, else None (logged).
+    """Return the cached store for ``key`` when its records match, else None (logged).
 
-    Checks the key, the identity, the weights, the index rows and every file's sha256
-    against the ``meta.json`` written with them.
+    Checks the key, the store's identity and the weights: what a cached folder says of itself.
+    Its files are checked where they are used, once linked into the run
+    (:func:`fks.hidden.extract.extract_hidden`: shapes, dtypes and every sha256 against its
+    ``meta.json``), so they are read once.
     """
-    from fks.hidden.store import HIDDEN_DIR, check_index
+    from fks.hidden.store import HIDDEN_DIR
 
     folder = _folder(model_name, key, root)
     info_path = folder / INFO_FILE
@@ -178,18 +181,26 @@ def cached_pool(model_name: str, key: str, identity: Mapping[str, Any],
         if got != weights_sha256:
             raise FksInputError("other weights", path=store / "meta.json",
                                 field="model_info.weights_sha256")
-        check_index(store / "index.jsonl", rows)
-        sums = meta.get("sha256") or {}
-        if not sums:
-            raise FksInputError("no checksums", path=store / "meta.json", field="sha256")
-        for name, want in sums.items():
-            if sha256_file(store / name) != want:
-                raise FksInputError("checksum differs", path=store / name, field="sha256")
     except (FksInputError, OSError, ValueError) as exc:
         log.warning("the cached reference pool in %s is not usable (%s); extracting it again",
                     folder, exc)
         return None
     return store
+
+
+def drop_pool(cached: Path) -> None:
+    """Remove the cache folder of the store ``cached`` (found damaged); never raises.
+
+    Renamed out of sight first, so a run looking it up meanwhile finds nothing; the run that
+    extracts the pool again then caches a whole one.
+    """
+    folder = cached.parent
+    dead = folder.parent / f".tmp-dropped-{folder.name}-{uuid.uuid4().hex[:8]}"
+    try:
+        os.replace(folder, dead)
+    except OSError:
+        return
+    shutil.rmtree(dead, ignore_errors=True)
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:

@@ -39,7 +39,6 @@ from fks.io import (
     iter_jsonl,
     load_npy,
     read_json,
-    sha256_file,
 )
 
 __all__ = [
@@ -262,6 +261,8 @@ class HiddenWriter:
         for arr in self.maps.values():
             arr.flush()
         self.maps.clear()
+        from fks.provenance import file_sha256
+
         names = [_INDEX, *(layer_filename(x) for x in self.layers)]
         meta = {
             **self.identity,
@@ -273,7 +274,8 @@ class HiddenWriter:
             "dtype": np.dtype(STORE_DTYPE).name,
             "n_rows": len(self.rows),
             "n_nonfinite": {str(k): v for k, v in self.n_nonfinite.items()},
-            "sha256": {name: sha256_file(self.dir / name) for name in names},
+            # through the provenance cache: the stage's record of these files reuses the hashes
+            "sha256": {name: file_sha256(self.dir / name) for name in names},
         }
         atomic_write_json(self.dir / _META, meta)
         (self.dir / _PROGRESS).unlink(missing_ok=True)
@@ -379,13 +381,19 @@ class HiddenStore:
             self.verify_checksums()
 
     def verify_checksums(self) -> None:
-        """Recompute the sha256 of every file listed in ``meta.json``; raise on a mismatch."""
+        """Recompute the sha256 of every file listed in ``meta.json``; raise on a mismatch.
+
+        Through :func:`fks.provenance.file_sha256`, so the run's provenance record of the same
+        unchanged files in this process does not read them again.
+        """
+        from fks.provenance import file_sha256
+
         for name, want in self._meta.sha256.items():
             path = self.dir / name
             if not path.is_file():
                 raise FksInputError("file listed in meta.json is missing", path=path,
                                     field="sha256")
-            got = sha256_file(path)
+            got = file_sha256(path)
             if got != want:
                 raise FksInputError(f"sha256 mismatch: meta.json says {want[:12]}..., the file "
                                     f"has {got[:12]}... (modified or corrupted)", path=path,

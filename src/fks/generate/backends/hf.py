@@ -801,15 +801,16 @@ class HFBackend:
                    if self.device_map else {}),
                 "trust_remote_code": self.trust_remote_code,
                 "transformers_version": self._transformers_version,
-                "kernels": {**kernel_settings(), "workers": self.workers},
+                "kernels": kernel_settings(),
                 "eos_token_ids": self.eos_ids,
                 "pad_token_id": self.tokenizer.pad_token_id,
                 "padding_side": "left",
                 "prompt_truncation": "keep BOS + last max_prompt_len tokens",
                 **({"max_time_s": self.max_time_s} if self.max_time_s is not None else {}),
             }
-        # the log-prob kernel is named at each call: a compile that failed since is shown
+        # named at each call: a compile that failed since, or workers set since, is shown
         return {**self._describe, "kernels": {**self._describe["kernels"],
                                               "logprob_kernel": logprob_kernel(
                                                   self._vocab_size()),
-                                              "decode_loop": decode_loop(self.model)}}
+                                              "decode_loop": decode_loop(self.model),
+                                              "workers": self.workers}}
