@@ -328,3 +328,38 @@ def test_second_forward_pass_reproduces_the_stored_states(tiny_model_and_tokeniz
                 np.linalg.norm(stored, axis=1) * np.linalg.norm(fresh, axis=1))
             assert (1 - cos).max() < duplicate_cosine_gap("float32")
         assert [store.query_ids[r] for r in rows.tolist()] == z["query_ids"].tolist()
+
+
+def test_extraction_stops_after_the_highest_stored_block(deep_model, tiny_benchmark_dir,
+                                                         tmp_path):
+    """A store of layers 0-1 of 4 runs blocks 0-1 only (no upper block, final norm or
+    unembedding), and holds the bytes a full forward pass gives."""
+    model, tok = deep_model
+    bench = load_benchmark(tiny_benchmark_dir)
+    calls = {"block": 0, "head": 0}
+    hooks = [model.model.layers[2].register_forward_hook(
+                 lambda *a: calls.__setitem__("block", calls["block"] + 1)),
+             model.lm_head.register_forward_hook(
+                 lambda *a: calls.__setitem__("head", calls["head"] + 1))]
+    try:
+        extract_hidden(tmp_path / "run", bench, model, tok, model_name="deep", layers=[0, 1],
+                       batch_size=4, duplicate_sample=3)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert calls == {"block": 0, "head": 0}
+    store = HiddenStore(tmp_path / "run")
+    assert store.layers == [0, 1] and len(store.index) > 4
+    by_id = {q.query_id: q for q in bench.queries}
+    plan = extract_mod.plan_extraction(bench, model, tok, model_name="deep", layers=[0, 1])
+    with QueryEndCapture(model, [0, 1]) as full:  # no early stop: every block and the head
+        for batch in extract_mod.plan_batches([len(i) for i, _ in plan.encoded], 4):
+            ids, mask = pad_batch([plan.encoded[i][0] for i in batch], tok.pad_token_id or 0)
+            states = extract_mod.forward_query_end(model, full, ids, mask)
+            for layer in (0, 1):
+                assert np.array_equal(store.layer(layer)[batch],
+                                      states[layer].astype(store.layer(layer).dtype))
+    assert [r.query_id for r in store.index] == [q.query_id for q in plan.queries]
+    assert all(r.query_id in by_id for r in store.index)
+    dup = np.load(tmp_path / "run" / "hidden" / "duplicate_pass.npz", allow_pickle=False)
+    assert dup["layer_000"].shape[0] == 3

@@ -33,6 +33,7 @@ __all__ = [
     "last_logits_kwargs",
     "cache_kwarg",
     "QueryEndCapture",
+    "CaptureComplete",
 ]
 
 
@@ -132,6 +133,14 @@ def last_logits_kwargs(model: Any) -> dict[str, int]:
     return {}
 
 
+class CaptureComplete(Exception):
+    """Raised by a :class:`QueryEndCapture` with ``stop_early`` once every layer is stored.
+
+    It ends the forward pass after the last stored block: the blocks above it, the final norm
+    and the unembedding never run. :func:`fks.hidden.extract.forward_query_end` catches it.
+    """
+
+
 class QueryEndCapture:
     """Context manager: hooks that store each block's output at the last real prompt token.
 
@@ -149,9 +158,15 @@ class QueryEndCapture:
     Args:
         model: the causal LM (the module whose ``forward`` receives ``attention_mask``).
         layers: block indices to store (default: all).
+        stop_early: end the armed forward call, by raising :class:`CaptureComplete`, as soon
+            as the highest stored block has run. Only for a pass whose output is not needed
+            (extraction): a block's output depends on the blocks below it alone, so the stored
+            states are the same bytes, and the reference pool (layers 7-8 of Gemma's 18) costs
+            half the blocks and no unembedding. Never set it around ``generate``.
     """
 
-    def __init__(self, model: Any, layers: Sequence[int] | None = None) -> None:
+    def __init__(self, model: Any, layers: Sequence[int] | None = None, *,
+                 stop_early: bool = False) -> None:
         self.model = model
         self.blocks = decoder_blocks(model)
         n = len(self.blocks)
@@ -159,6 +174,7 @@ class QueryEndCapture:
         bad = [x for x in self.layers if not 0 <= x < n]
         if bad:
             raise ValueError(f"layer {bad[0]} is outside 0..{n - 1}")
+        self.stop_early = stop_early
         self._handles: list[Any] = []
         self._armed = False
         self._positions: Any = None
@@ -216,5 +232,7 @@ class QueryEndCapture:
             rows = self._positions.to(hidden.device)
             batch = torch.arange(hidden.shape[0], device=hidden.device)
             self._states[layer] = hidden[batch, rows].detach()
+            if self.stop_early and len(self._states) == len(set(self.layers)):
+                raise CaptureComplete
 
         return hook

@@ -36,6 +36,7 @@ from fks.errors import FksInputError
 from fks.generate.manifest import update_run_manifest
 from fks.generate.prompts import PROMPT_VERSION, build_prompt, encode_prompt
 from fks.hidden.capture import (
+    CaptureComplete,
     QueryEndCapture,
     last_logits_kwargs,
     mask_position_ids,
@@ -127,6 +128,9 @@ def forward_query_end(
 ) -> dict[int, np.ndarray]:
     """One forward pass; the captured layers at each row's last real token.
 
+    A capture made with ``stop_early`` ends the pass after its highest layer
+    (:class:`~fks.hidden.capture.CaptureComplete`); the states are the same.
+
     Returns:
         ``{layer: (batch, d) float32 array}``.
     """
@@ -136,13 +140,16 @@ def forward_query_end(
     input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
     with torch.inference_mode():
         capture.arm()
-        model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=mask_position_ids(attention_mask),
-            use_cache=False,
-            **last_logits_kwargs(model),
-        )
+        try:
+            model(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=mask_position_ids(attention_mask),
+                use_cache=False,
+                **last_logits_kwargs(model),
+            )
+        except CaptureComplete:
+            pass
         states = capture.take()
     return {layer: t.float().cpu().numpy() for layer, t in states.items()}
 
@@ -359,7 +366,7 @@ def extract_hidden(
     if n_before:
         log.info("resuming extraction: %d of %d rows already written", n_before, len(plan.rows))
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    with QueryEndCapture(model, plan.layers) as capture, progress_bar() as bar:
+    with QueryEndCapture(model, plan.layers, stop_early=True) as capture, progress_bar() as bar:
         task = bar.add_task("extract", total=len(plan.rows), completed=n_before)
         for batch in plan_batches([len(ids) for ids, _ in plan.encoded], batch_size):
             if writer.done[batch].all():
@@ -488,7 +495,7 @@ def duplicate_pass(run_dir: str | Path, plan: ExtractionPlan, model: Any, *, n: 
     rows = np.sort(rng.choice(main, size=min(n, len(main)), replace=False)) if len(main) \
         else main
     out: dict[str, list[np.ndarray]] = {layer: [] for layer in plan.layers}
-    with QueryEndCapture(model, plan.layers) as capture:
+    with QueryEndCapture(model, plan.layers, stop_early=True) as capture:
         for k in rows.tolist():
             ids, mask = pad_batch([plan.encoded[k][0]], 0, "right")
             for layer, x in forward_query_end(model, capture, ids, mask).items():
