@@ -1,6 +1,6 @@
 """Real models on CPU: bf16 against float32 generation, J-Lens passes, time per pipeline stage.
 
-Seven measurements, each within one process (ratios, never absolute goals in tests):
+Eight measurements, each within one process (ratios, never absolute goals in tests):
 
 * ``dtype``: the same greedy queries through :class:`fks.generate.backends.hf.HFBackend` in
   float32 and in bfloat16 (both loaded through the one GGUF resolver), interleaved arms, best
@@ -41,6 +41,12 @@ Seven measurements, each within one process (ratios, never absolute goals in tes
   (issue 29), with both arms' error against float64::
 
       python bench/bench_real_models.py logprobs --batch-size 64 --vocab 262144
+
+* ``extract``: the extract stage's forward passes on a sample of the reference pool, ending
+  after the highest stored block (the default) against the full forward pass (same bytes),
+  with the matrix-product share and the hardware's limit::
+
+      python bench/bench_real_models.py extract --model gemma-3-270m --benchmark FULL --n 2048
 
 * ``stages``: the wall and CPU seconds per stage (and the cores each kept busy) recorded in
   the ``pipeline`` section of run manifests (``fks run`` writes them), side by side::
@@ -171,7 +177,7 @@ def bench_jlens(args: argparse.Namespace) -> dict:
     # the floor: vmap's matrix products alone (any implementation of the same reverse-mode
     # sweep computes them; everything else -- elementwise backward, attention, vmap's
     # bookkeeping, Python -- is what it could at best remove)
-    profiled, gemm = _gemm_seconds(arms["vmap"])
+    profiled, gemm, _ = _gemm_seconds(arms["vmap"])
     result = {"model": args.model, "d": d, "layers": layers, "prompts": len(prompts),
               "threads": torch.get_num_threads(), "seconds": secs,
               "prompts_per_s": {k: round(len(prompts) / v, 3) for k, v in secs.items()},
@@ -264,23 +270,60 @@ GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_mkl
             "mkldnn::_linear_pointwise", "aten::mkldnn_rnn_layer")
 
 
-def _gemm_seconds(fn) -> tuple[float, float]:
-    """Run ``fn()`` under ``torch.profiler``: ``(wall seconds, seconds inside matrix products)``.
+def _gemm_seconds(fn) -> tuple[float, float, float]:
+    """Run ``fn()`` under ``torch.profiler``: ``(wall s, s inside matrix products, their FLOPs)``.
 
     The matrix products' own (self) time summed over :data:`GEMM_OPS`. The profiler times an
     op on the thread that calls it, from its start to its end, while the op's intra-op threads
     work in parallel: so this is wall time, not CPU time. Everything else -- attention, norms,
     activations, copies, Python -- is what an implementation could at best remove: ``wall /
-    gemm`` bounds its speed-up.
+    gemm`` bounds its speed-up. The FLOPs are the profiler's count (``with_flops``: 2·m·n·k
+    per product) over the same ops.
     """
     from torch.profiler import ProfilerActivity, profile
 
     started = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
         fn()
     wall = time.perf_counter() - started
-    gemm = sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in GEMM_OPS) / 1e6
-    return wall, gemm
+    events = [e for e in prof.key_averages() if e.key in GEMM_OPS]
+    gemm = sum(e.self_cpu_time_total for e in events) / 1e6
+    return wall, gemm, float(sum(e.flops for e in events))
+
+
+def _peak_gflops(dtype, repeats: int = 5) -> dict:
+    """The machine's matrix-product rate as torch reaches it: best of ``repeats`` over shapes.
+
+    Square 2048 products and the transformer shapes of a batch of prompts (4,096 rows against
+    a 640 x 2,048 weight, both ways), in ``dtype``, on torch's current thread count. The best
+    of these is the rate the hardware limit below divides by: no implementation of the same
+    products on these cores computes them faster than torch's own best shape does.
+    """
+    import torch
+
+    shapes = [(2048, 2048, 2048), (4096, 640, 2048), (4096, 2048, 640)]
+    rates = {}
+    for m, k, n in shapes:
+        a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+        torch.mm(a, b)
+        best = min(_timed(lambda a=a, b=b: torch.mm(a, b)) for _ in range(repeats))
+        rates[f"{m}x{k}x{n}"] = round(2 * m * k * n / best / 1e9, 1)
+    return {"dtype": str(dtype).replace("torch.", ""), "threads": torch.get_num_threads(),
+            "gflops_by_shape": rates, "peak_gflops": max(rates.values())}
+
+
+def _timed(fn) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def _hardware_bound(flops: float, peak: dict, baseline_s: float, name: str) -> dict:
+    """``baseline_s`` against the seconds ``flops`` of matrix products take at ``peak``."""
+    at_peak = flops / (peak["peak_gflops"] * 1e9)
+    return {"gemm_tflop": round(flops / 1e12, 3), "peak": peak,
+            "gemm_seconds_at_peak": round(at_peak, 2),
+            f"{name}_over_peak_bound": round(baseline_s / at_peak, 2)}
 
 
 def bench_generate(args: argparse.Namespace) -> dict:
@@ -306,6 +349,10 @@ def bench_generate(args: argparse.Namespace) -> dict:
     plain's best batch that removing everything else could reach). Then the float32 bar:
     fks's answers at its default batch against plain transformers one prompt at a time on the
     first ``--bar`` prompts.
+
+    ``hardware_limit``: the profiled pass's matrix-product FLOPs over the best rate torch's
+    products reach on these cores (:func:`_peak_gflops`); plain's best batch over those seconds
+    bounds the speed-up of any implementation that computes the same products.
     """
     from fks.generate.prompts import build_prompt
     from fks.generate.runner import length_sorted
@@ -340,7 +387,8 @@ def bench_generate(args: argparse.Namespace) -> dict:
     plain_best = min(v for k, v in best.items() if k.startswith("plain"))
     fks_default = best[f"fks_b{default}"]
     # one worker: the profiler's matrix-product seconds are then wall seconds
-    profiled, gemm = _gemm_seconds(lambda: _generate(backend, by_length, default, 1))
+    profiled, gemm, flops = _gemm_seconds(lambda: _generate(backend, by_length, default, 1))
+    peak = _peak_gflops(next(backend.model.parameters()).dtype)
     bar_fks = texts[f"fks_b{default}"][: args.bar]
     _, single = _plain_generate(backend, prompts[: args.bar], 1)
     n_equal = sum(a == b for a, b in zip(bar_fks, single, strict=True))
@@ -363,6 +411,10 @@ def bench_generate(args: argparse.Namespace) -> dict:
             "gemm_floor": {"profiled_fks_s": round(profiled, 2), "gemm_s": round(gemm, 2),
                            "gemm_share_of_fks": round(gemm / fks_default, 3),
                            "plain_best_over_gemm_floor": round(plain_best / gemm, 2)},
+            # the hardware's limit: fks's matrix products (the same ones plain computes, less
+            # its padding) at the best rate torch reaches on these cores; plain's best over
+            # that bounds the speed-up of ANY implementation of the same products
+            "hardware_limit": _hardware_bound(flops, peak, plain_best, "plain_best"),
             "answers_equal_to_plain_one_at_a_time": f"{n_equal} of {len(single)}",
             "answers_equal_fks_to_plain_same_batch": {
                 f"b{b}": sum(x == y for x, y in zip(texts[f"fks_b{b}"], texts[f"plain_b{b}"],
@@ -493,6 +545,74 @@ def bench_logprobs(args: argparse.Namespace) -> dict:
             "kernel": hf.logprob_kernel(args.vocab)}
 
 
+def bench_extract(args: argparse.Namespace) -> dict:
+    """The extract stage's forward passes on a sample of the reference pool, one process.
+
+    ``--n`` main queries of ``--benchmark`` (the parent benchmark a ``--limit`` run's pool
+    covers) drawn with seed 0, the pool's window layers (``--layers all``: the run's own store),
+    batches as :func:`fks.hidden.extract.extract_hidden` forms them (``--batch-size``, 64 as
+    ``fks run``). Arms, interleaved, best of ``--repeats``: ``stop_early`` (the default since
+    stop 42: the pass ends after the highest stored block) and ``full_forward`` (every block, the
+    final norm and the last position's unembedding, as before); their states must be the same
+    bytes. Then the stop-early arm under the profiler: the matrix products' share of its time and
+    the hardware's limit (their FLOPs at the best rate torch reaches on these cores), and the
+    whole pool's seconds at the measured rate.
+    """
+    import numpy as np
+
+    from fks.configs import load_configs
+    from fks.data import load_benchmark
+    from fks.hidden.capture import QueryEndCapture, model_dims
+    from fks.hidden.cli import parse_layers
+    from fks.hidden.extract import forward_query_end, pad_batch, plan_batches, plan_extraction
+
+    backend = _backend(args.model, args.dtype)
+    model, tok = backend.model, backend.tokenizer
+    n_layers, _ = model_dims(model)
+    layers = parse_layers(args.layers, n_layers, load_configs().metrics.layer_window_min_frac)
+    plan = plan_extraction(load_benchmark(args.benchmark), model, tok, model_name=args.model,
+                           layers=layers)
+    lengths = [len(ids) for ids, _ in plan.encoded]
+    pick = np.sort(np.random.default_rng(0).choice(len(lengths), min(args.n, len(lengths)),
+                                                   replace=False))
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+    batches = [pick[b] for b in plan_batches([lengths[i] for i in pick], args.batch_size)]
+
+    def run(stop: bool) -> dict[int, np.ndarray]:
+        out = {x: np.zeros((len(lengths), plan.d_model), np.float32) for x in layers}
+        with QueryEndCapture(model, layers, stop_early=stop) as capture:
+            for rows in batches:
+                ids, mask = pad_batch([plan.encoded[i][0] for i in rows], pad, "left")
+                for x, states in forward_query_end(model, capture, ids, mask).items():
+                    out[x][rows] = states
+        return out
+
+    best: dict[str, float] = {}
+    states = {}
+    run(True)  # warm-up
+    for _ in range(args.repeats):
+        for arm, stop in (("stop_early", True), ("full_forward", False)):
+            started = time.perf_counter()
+            states[arm] = run(stop)
+            best[arm] = min(best.get(arm, 1e9), time.perf_counter() - started)
+    same = all(np.array_equal(states["stop_early"][x][pick], states["full_forward"][x][pick])
+               for x in layers)
+    profiled, gemm, flops = _gemm_seconds(lambda: run(True))
+    peak = _peak_gflops(next(model.parameters()).dtype)
+    rate = len(pick) / best["stop_early"]
+    return {"model": args.model, "dtype": backend.dtype, "layers": layers, "rows": len(pick),
+            "pool_rows": len(lengths), "batch_size": args.batch_size,
+            "prompt_tokens": int(sum(lengths[i] for i in pick)),
+            "seconds_best_of": {k: round(v, 2) for k, v in best.items()},
+            "rows_per_s": {k: round(len(pick) / v, 1) for k, v in best.items()},
+            "stop_early_over_full_forward": round(best["full_forward"] / best["stop_early"], 2),
+            "states_identical": same,
+            "pool_seconds_at_this_rate": round(len(lengths) / rate, 1),
+            "gemm_floor": {"profiled_s": round(profiled, 2), "gemm_s": round(gemm, 2),
+                           "gemm_share_of_stop_early": round(gemm / best["stop_early"], 3)},
+            "hardware_limit": _hardware_bound(flops, peak, best["stop_early"], "stop_early")}
+
+
 def bench_stages(args: argparse.Namespace) -> dict:
     table = {}
     for run in args.runs:
@@ -559,11 +679,19 @@ def main() -> None:
     p.add_argument("--n", type=int, default=128)
     p.add_argument("--dtype", default="auto")
     p.add_argument("--batch-size", type=int, default=64)
+    p = sub.add_parser("extract")
+    p.add_argument("--model", default="gemma-3-270m")
+    p.add_argument("--benchmark", required=True)
+    p.add_argument("--n", type=int, default=2048)
+    p.add_argument("--dtype", default="bfloat16")
+    p.add_argument("--layers", default="window", help="window (the pool's) or all (the run's)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--repeats", type=int, default=2)
     p = sub.add_parser("stages")
     p.add_argument("runs", nargs="+")
     args = parser.parse_args()
     fn = {"dtype": bench_dtype, "jlens": bench_jlens, "jlens-stage": bench_jlens_stage,
-          "generate": bench_generate,
+          "generate": bench_generate, "extract": bench_extract,
           "profile": bench_profile, "stages": bench_stages, "logprobs": bench_logprobs}[args.cmd]
     print(json.dumps(fn(args), indent=2))
 

@@ -219,3 +219,6 @@ def test_the_kernel_line_names_the_logprob_kernel():
     # and how many worker threads shared the model (fks.workers)
     assert _kernels({**k, "decode_loop": "fks", "workers": 2}).endswith(
         "greedy loop fks, 2 workers")
+    # and whether bf16 linear weights were oneDNN-packed (fks.generate.backends.packed)
+    assert _kernels({**k, "decode_loop": "fks", "linear": "onednn-packed", "workers": 2}
+                    ).endswith("greedy loop fks, linear onednn-packed, 2 workers")

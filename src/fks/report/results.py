@@ -226,6 +226,7 @@ def _kernels(k: Any) -> str | None:
         f"fp32 matmul {k.get('float32_matmul_precision')}",
         f"log-probs {k['logprob_kernel']}" if k.get("logprob_kernel") else None,
         f"greedy loop {k['decode_loop']}" if k.get("decode_loop") else None,
+        f"linear {k['linear']}" if k.get("linear") else None,
         f"{k['workers']} workers" if k.get("workers") else None) if x)
 
 

@@ -48,6 +48,7 @@ from typing import Any
 from fks.configs import GenerationConfig
 from fks.errors import FksInputError
 from fks.generate.backends.base import GenerationOutput
+from fks.generate.backends.packed import pack_linears
 from fks.generate.prompts import encode_prompt
 from fks.hidden.capture import cache_kwarg, last_logits_kwargs, mask_position_ids
 from fks.io import sha256_file
@@ -582,6 +583,8 @@ class HFBackend:
         else:
             self.model.to(self.device)
         self.model.eval()
+        # bf16 on a CPU: oneDNN-packed linear weights, the same bytes (fks.generate.backends.packed)
+        self.packing = pack_linears(self.model) if not device_map else {"linear": "aten"}
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.eos_ids = self._eos_ids()
@@ -813,4 +816,5 @@ class HFBackend:
                                               "logprob_kernel": logprob_kernel(
                                                   self._vocab_size()),
                                               "decode_loop": decode_loop(self.model),
+                                              "linear": self.packing["linear"],
                                               "workers": self.workers}}
