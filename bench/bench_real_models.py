@@ -57,6 +57,7 @@ Eight measurements, each within one process (ratios, never absolute goals in tes
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import time
@@ -336,11 +337,14 @@ def bench_generate(args: argparse.Namespace) -> dict:
       batches formed from the length-sorted queries, as :func:`fks.generate.runner.generate_run`
       does, through the runner's :func:`~fks.generate.runner.batch_outputs` (on a CPU with 2+
       threads: 2 worker threads, one batch each);
+    * ``fks_stock_linear`` (``--stock``): the same with torch's own linear layers, without
+      the oneDNN-packed weights (:mod:`fks.generate.backends.packed`);
     * ``fks_one_worker`` (``--workers``): the same with one batch at a time (before workers);
     * ``fks_transformers_loop`` (``--loops``): the same backend through ``transformers``'
       ``generate`` (``FKS_DECODE=transformers``, the loop before issue 29's own), one worker;
     * ``fks_eager`` (``--eager``): the eager log-prob kernel (``FKS_COMPILE=0``);
-    * ``plain``: left-padded ``model.generate``, the prompts in the order given (no sorting).
+    * ``plain``: left-padded ``model.generate``, the prompts in the order given (no sorting),
+      with torch's own linear layers.
 
     Then the matrix-product floor: one more one-worker ``fks`` pass at fks's default batch
     (``--default-batch``, 64 as ``fks run``/``fks generate``; else the last of ``--batches``) under
@@ -354,6 +358,7 @@ def bench_generate(args: argparse.Namespace) -> dict:
     products reach on these cores (:func:`_peak_gflops`); plain's best batch over those seconds
     bounds the speed-up of any implementation that computes the same products.
     """
+    from fks.generate.backends.packed import stock_linears
     from fks.generate.prompts import build_prompt
     from fks.generate.runner import length_sorted
 
@@ -365,6 +370,7 @@ def bench_generate(args: argparse.Namespace) -> dict:
     back = {p: i for i, p in enumerate(by_length)}
     # (arm, FKS_COMPILE, FKS_DECODE, workers: None = the backend's default)
     arms = [("fks", "1", "fks", None),
+            *((("fks_stock_linear", "1", "fks", None),) if args.stock else ()),
             *((("fks_one_worker", "1", "fks", 1),) if args.workers else ()),
             *((("fks_transformers_loop", "1", "transformers", 1),) if args.loops else ()),
             *((("fks_eager", "0", "fks", None),) if args.eager else ())]
@@ -375,37 +381,47 @@ def bench_generate(args: argparse.Namespace) -> dict:
         for batch in args.batches:
             for arm, compile_env, loop, workers in arms:
                 os.environ["FKS_COMPILE"], os.environ["FKS_DECODE"] = compile_env, loop
-                secs, _, out = _generate(backend, by_length, batch, workers)
+                with stock_linears() if arm == "fks_stock_linear" else contextlib.nullcontext():
+                    secs, _, out = _generate(backend, by_length, batch, workers)
                 out = [out[back[p]] for p in prompts]
                 best[f"{arm}_b{batch}"] = min(best.get(f"{arm}_b{batch}", secs), secs)
                 texts[f"{arm}_b{batch}"] = out
             os.environ["FKS_COMPILE"], os.environ["FKS_DECODE"] = "1", "fks"
-            secs, out = _plain_generate(backend, prompts, batch)
+            with stock_linears():  # plain transformers: torch's own linear layers
+                secs, out = _plain_generate(backend, prompts, batch)
             best[f"plain_b{batch}"] = min(best.get(f"plain_b{batch}", secs), secs)
             texts[f"plain_b{batch}"] = out
     default = args.default_batch if args.default_batch in args.batches else args.batches[-1]
     plain_best = min(v for k, v in best.items() if k.startswith("plain"))
     fks_default = best[f"fks_b{default}"]
     # one worker: the profiler's matrix-product seconds are then wall seconds
-    profiled, gemm, flops = _gemm_seconds(lambda: _generate(backend, by_length, default, 1))
+    profiled, gemm, _ = _gemm_seconds(lambda: _generate(backend, by_length, default, 1))
+    with stock_linears():  # the profiler counts FLOPs of aten's products, not oneDNN's op
+        _, _, flops = _gemm_seconds(lambda: _generate(backend, by_length, default, 1))
     peak = _peak_gflops(next(backend.model.parameters()).dtype)
     bar_fks = texts[f"fks_b{default}"][: args.bar]
-    _, single = _plain_generate(backend, prompts[: args.bar], 1)
+    with stock_linears():
+        _, single = _plain_generate(backend, prompts[: args.bar], 1)
     n_equal = sum(a == b for a, b in zip(bar_fks, single, strict=True))
     eager = best.get(f"fks_eager_b{default}")
     hf_loop = best.get(f"fks_transformers_loop_b{default}")
     one = best.get(f"fks_one_worker_b{default}")
+    stock = best.get(f"fks_stock_linear_b{default}")
     kernels = backend.describe()["kernels"]
     return {"model": args.model, "dtype": backend.dtype, "queries": len(prompts),
             "default_batch": default,
             "threads": kernels["threads"], "logprob_kernel": kernels["logprob_kernel"],
-            "decode_loop": kernels["decode_loop"], "workers": backend.workers,
+            "decode_loop": kernels["decode_loop"], "linear": kernels["linear"],
+            "workers": backend.workers,
             "seconds_best_of": {k: round(v, 2) for k, v in best.items()},
             "fks_default_over_plain_best": round(plain_best / fks_default, 2),
             **({"fks_loop_over_transformers_loop": round(hf_loop / fks_default, 2)}
                if hf_loop else {}),
             **({"workers_over_one_worker": round(one / fks_default, 2),
                 "fks_one_worker_over_plain_best": round(plain_best / one, 2)} if one else {}),
+            **({"packed_over_stock_linear": round(stock / fks_default, 2),
+                "fks_stock_linear_over_plain_best": round(plain_best / stock, 2)}
+               if stock else {}),
             **({"fks_compiled_over_eager_kernel": round(eager / fks_default, 2)}
                if eager else {}),
             "gemm_floor": {"profiled_fks_s": round(profiled, 2), "gemm_s": round(gemm, 2),
@@ -552,16 +568,18 @@ def bench_extract(args: argparse.Namespace) -> dict:
     covers) drawn with seed 0, the pool's window layers (``--layers all``: the run's own store),
     batches as :func:`fks.hidden.extract.extract_hidden` forms them (``--batch-size``, 64 as
     ``fks run``). Arms, interleaved, best of ``--repeats``: ``stop_early`` (the default since
-    stop 42: the pass ends after the highest stored block) and ``full_forward`` (every block, the
-    final norm and the last position's unembedding, as before); their states must be the same
-    bytes. Then the stop-early arm under the profiler: the matrix products' share of its time and
-    the hardware's limit (their FLOPs at the best rate torch reaches on these cores), and the
-    whole pool's seconds at the measured rate.
+    stop 42: the pass ends after the highest stored block), ``full_forward`` (every block, the
+    final norm and the last position's unembedding, as before) and ``stop_early_stock_linear``
+    (torch's own linear layers instead of the oneDNN-packed weights); all three must give the
+    same bytes. Then the stop-early arm under the profiler: the matrix products' share of its
+    time and the hardware's limit (their FLOPs at the best rate torch reaches on these cores),
+    and the whole pool's seconds at the measured rate.
     """
     import numpy as np
 
     from fks.configs import load_configs
     from fks.data import load_benchmark
+    from fks.generate.backends.packed import stock_linears
     from fks.hidden.capture import QueryEndCapture, model_dims
     from fks.hidden.cli import parse_layers
     from fks.hidden.extract import forward_query_end, pad_batch, plan_batches, plan_extraction
@@ -591,13 +609,17 @@ def bench_extract(args: argparse.Namespace) -> dict:
     states = {}
     run(True)  # warm-up
     for _ in range(args.repeats):
-        for arm, stop in (("stop_early", True), ("full_forward", False)):
+        for arm, stop in (("stop_early", True), ("full_forward", False),
+                          ("stop_early_stock_linear", True)):
             started = time.perf_counter()
-            states[arm] = run(stop)
+            with stock_linears() if arm.endswith("stock_linear") else contextlib.nullcontext():
+                states[arm] = run(stop)
             best[arm] = min(best.get(arm, 1e9), time.perf_counter() - started)
-    same = all(np.array_equal(states["stop_early"][x][pick], states["full_forward"][x][pick])
-               for x in layers)
-    profiled, gemm, flops = _gemm_seconds(lambda: run(True))
+    same = {arm: all(np.array_equal(states["stop_early"][x][pick], states[arm][x][pick])
+                     for x in layers) for arm in ("full_forward", "stop_early_stock_linear")}
+    profiled, gemm, _ = _gemm_seconds(lambda: run(True))
+    with stock_linears():  # the profiler counts FLOPs of aten's products, not oneDNN's op
+        _, _, flops = _gemm_seconds(lambda: run(True))
     peak = _peak_gflops(next(model.parameters()).dtype)
     rate = len(pick) / best["stop_early"]
     return {"model": args.model, "dtype": backend.dtype, "layers": layers, "rows": len(pick),
@@ -606,7 +628,9 @@ def bench_extract(args: argparse.Namespace) -> dict:
             "seconds_best_of": {k: round(v, 2) for k, v in best.items()},
             "rows_per_s": {k: round(len(pick) / v, 1) for k, v in best.items()},
             "stop_early_over_full_forward": round(best["full_forward"] / best["stop_early"], 2),
-            "states_identical": same,
+            "packed_over_stock_linear": round(best["stop_early_stock_linear"]
+                                              / best["stop_early"], 2),
+            "states_identical_to_stop_early": same,
             "pool_seconds_at_this_rate": round(len(lengths) / rate, 1),
             "gemm_floor": {"profiled_s": round(profiled, 2), "gemm_s": round(gemm, 2),
                            "gemm_share_of_stop_early": round(gemm / best["stop_early"], 3)},
@@ -667,6 +691,8 @@ def main() -> None:
     p.add_argument("--workers", action="store_true",
                    help="also time fks with one worker (the default is the backend's: 2 on a "
                    "CPU with 2+ threads)")
+    p.add_argument("--stock", action="store_true",
+                   help="also time fks with torch's own linear layers (no oneDNN packing)")
     p.add_argument("--loops", action="store_true",
                    help="also time fks through transformers' generate (FKS_DECODE=transformers)")
     p = sub.add_parser("logprobs")
