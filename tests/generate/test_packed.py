@@ -78,6 +78,14 @@ def test_autograd_float32_and_edited_weights_take_the_stock_path(tiny_model_dir)
         lin.weight.mul_(2)
         got = lin(x.detach())
         assert torch.equal(got, torch.nn.functional.linear(x.detach(), lin.weight, lin.bias))
+    # a deep copy (its own weight storage) never reads the original's packed copy
+    import copy
+
+    twin = copy.deepcopy(lin)
+    twin.weight.data = twin.weight.data * 2  # new storage, a fresh version counter
+    with torch.no_grad():
+        assert torch.equal(twin(x.detach()),
+                           torch.nn.functional.linear(x.detach(), twin.weight, twin.bias))
     # the model cast to float32: nothing reads the bf16 copies any more
     backend.model.float()
     with torch.no_grad():

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -144,18 +145,23 @@ def pack_linears(model: Any) -> dict[str, Any]:
 
 
 def _install(module: Any, packed: Any) -> None:
-    """Route ``module``'s forward through ``packed`` while its weight is the one packed."""
+    """Route ``module``'s forward through ``packed`` while its weight is the one packed.
+
+    A bound method on the instance: ``copy.deepcopy`` rebinds it to the copy, whose weight has
+    another storage, so a copy always takes the stock path.
+    """
     import torch
 
     weight = module.weight
     stamp = (weight.data_ptr(), weight._version, weight.dtype)
-    stock = module.forward
+    stock = type(module).forward
 
-    def forward(x: Any) -> Any:
-        w = module.weight
-        if (not _ON["packed"] or torch.is_grad_enabled() or x.dtype != torch.bfloat16
-                or x.device.type != "cpu" or (w.data_ptr(), w._version, w.dtype) != stamp):
-            return stock(x)
-        return _linear_pointwise(x, packed, module.bias)
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        w = self.weight
+        if (len(args) != 1 or kwargs or not _ON["packed"] or torch.is_grad_enabled()
+                or args[0].dtype != torch.bfloat16 or args[0].device.type != "cpu"
+                or (w.data_ptr(), w._version, w.dtype) != stamp):
+            return stock(self, *args, **kwargs)
+        return _linear_pointwise(args[0], packed, self.bias)
 
-    module.forward = forward
+    module.forward = types.MethodType(forward, module)
