@@ -339,9 +339,6 @@ def bench_generate(args: argparse.Namespace) -> dict:
       threads: 2 worker threads, one batch each);
     * ``fks_stock_linear`` (``--stock``): the same with torch's own linear layers, without
       the oneDNN-packed weights (:mod:`fks.generate.backends.packed`);
-    * ``fks_kv_cat`` (``--kv``): the same with ``transformers``' own KV cache layers, which
-      copy the cache with ``torch.cat`` at every step (``FKS_KV=cat``; the default grows it in
-      place, :mod:`fks.generate.backends.kv`);
     * ``fks_one_worker`` (``--workers``): the same with one batch at a time (before workers);
     * ``fks_transformers_loop`` (``--loops``): the same backend through ``transformers``'
       ``generate`` (``FKS_DECODE=transformers``, the loop before issue 29's own), one worker;
@@ -374,7 +371,6 @@ def bench_generate(args: argparse.Namespace) -> dict:
     # (arm, FKS_COMPILE, FKS_DECODE, workers: None = the backend's default)
     arms = [("fks", "1", "fks", None),
             *((("fks_stock_linear", "1", "fks", None),) if args.stock else ()),
-            *((("fks_kv_cat", "1", "fks", None),) if args.kv else ()),
             *((("fks_one_worker", "1", "fks", 1),) if args.workers else ()),
             *((("fks_transformers_loop", "1", "transformers", 1),) if args.loops else ()),
             *((("fks_eager", "0", "fks", None),) if args.eager else ())]
@@ -385,14 +381,12 @@ def bench_generate(args: argparse.Namespace) -> dict:
         for batch in args.batches:
             for arm, compile_env, loop, workers in arms:
                 os.environ["FKS_COMPILE"], os.environ["FKS_DECODE"] = compile_env, loop
-                os.environ["FKS_KV"] = "cat" if arm == "fks_kv_cat" else ""
                 with stock_linears() if arm == "fks_stock_linear" else contextlib.nullcontext():
                     secs, _, out = _generate(backend, by_length, batch, workers)
                 out = [out[back[p]] for p in prompts]
                 best[f"{arm}_b{batch}"] = min(best.get(f"{arm}_b{batch}", secs), secs)
                 texts[f"{arm}_b{batch}"] = out
             os.environ["FKS_COMPILE"], os.environ["FKS_DECODE"] = "1", "fks"
-            os.environ["FKS_KV"] = ""
             with stock_linears():  # plain transformers: torch's own linear layers
                 secs, out = _plain_generate(backend, prompts, batch)
             best[f"plain_b{batch}"] = min(best.get(f"plain_b{batch}", secs), secs)
@@ -413,13 +407,11 @@ def bench_generate(args: argparse.Namespace) -> dict:
     hf_loop = best.get(f"fks_transformers_loop_b{default}")
     one = best.get(f"fks_one_worker_b{default}")
     stock = best.get(f"fks_stock_linear_b{default}")
-    kv_cat = best.get(f"fks_kv_cat_b{default}")
     kernels = backend.describe()["kernels"]
     return {"model": args.model, "dtype": backend.dtype, "queries": len(prompts),
             "default_batch": default,
             "threads": kernels["threads"], "logprob_kernel": kernels["logprob_kernel"],
             "decode_loop": kernels["decode_loop"], "linear": kernels["linear"],
-            "kv_cache": kernels["kv_cache"],
             "workers": backend.workers,
             "seconds_best_of": {k: round(v, 2) for k, v in best.items()},
             "fks_default_over_plain_best": round(plain_best / fks_default, 2),
@@ -430,7 +422,6 @@ def bench_generate(args: argparse.Namespace) -> dict:
             **({"packed_over_stock_linear": round(stock / fks_default, 2),
                 "fks_stock_linear_over_plain_best": round(plain_best / stock, 2)}
                if stock else {}),
-            **({"preallocated_over_cat_kv": round(kv_cat / fks_default, 2)} if kv_cat else {}),
             **({"fks_compiled_over_eager_kernel": round(eager / fks_default, 2)}
                if eager else {}),
             "gemm_floor": {"profiled_fks_s": round(profiled, 2), "gemm_s": round(gemm, 2),
@@ -702,8 +693,6 @@ def main() -> None:
                    "CPU with 2+ threads)")
     p.add_argument("--stock", action="store_true",
                    help="also time fks with torch's own linear layers (no oneDNN packing)")
-    p.add_argument("--kv", action="store_true",
-                   help="also time fks with transformers' torch.cat KV cache (FKS_KV=cat)")
     p.add_argument("--loops", action="store_true",
                    help="also time fks through transformers' generate (FKS_DECODE=transformers)")
     p = sub.add_parser("logprobs")

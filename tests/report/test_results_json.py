@@ -222,6 +222,3 @@ def test_the_kernel_line_names_the_logprob_kernel():
     # and whether bf16 linear weights were oneDNN-packed (fks.generate.backends.packed)
     assert _kernels({**k, "decode_loop": "fks", "linear": "onednn-packed", "workers": 2}
                     ).endswith("greedy loop fks, linear onednn-packed, 2 workers")
-    # and whether the KV cache grew in place (fks.generate.backends.kv)
-    assert _kernels({**k, "linear": "aten", "kv_cache": "preallocated", "workers": 2}
-                    ).endswith("linear aten, KV cache preallocated, 2 workers")

@@ -78,10 +78,10 @@ CACHE_KIND = "reference"
 #: written last into a whole cache folder: the key and what it was made of
 INFO_FILE = "reference.json"
 #: ``describe()`` fields that cannot change an extracted state: where a file lies (not what it
-#: holds), and settings of generation alone (its time budget, log-prob kernel, decode loop, KV
-#: cache and worker threads)
+#: holds), and settings of generation alone (its time budget, log-prob kernel, decode loop and
+#: worker threads)
 _LOCAL = ("model_path", "checkpoint", "source_path", "max_time_s", "logprob_kernel",
-          "decode_loop", "workers", "kv_cache")
+          "decode_loop", "workers")
 
 
 def cache_enabled() -> bool:

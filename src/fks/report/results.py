@@ -227,7 +227,6 @@ def _kernels(k: Any) -> str | None:
         f"log-probs {k['logprob_kernel']}" if k.get("logprob_kernel") else None,
         f"greedy loop {k['decode_loop']}" if k.get("decode_loop") else None,
         f"linear {k['linear']}" if k.get("linear") else None,
-        f"KV cache {k['kv_cache']}" if k.get("kv_cache") else None,
         f"{k['workers']} workers" if k.get("workers") else None) if x)
 
 

@@ -48,7 +48,6 @@ from typing import Any
 from fks.configs import GenerationConfig
 from fks.errors import FksInputError
 from fks.generate.backends.base import GenerationOutput
-from fks.generate.backends.kv import kv_mode, preallocate
 from fks.generate.backends.packed import pack_linears
 from fks.generate.prompts import encode_prompt
 from fks.hidden.capture import cache_kwarg, last_logits_kwargs, mask_position_ids
@@ -695,7 +694,6 @@ class HFBackend:
             out = model(input_ids=input_ids, attention_mask=attention_mask,
                         position_ids=positions, use_cache=True, **last_logits_kwargs(model))
             cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-            preallocate(cache, max_new_tokens - 1)  # steps write in place (backends.kv)
             mask, position = attention_mask, positions[:, -1:]
             for step in range(max_new_tokens):
                 logp, chosen = chosen_logprobs(out.logits[:, -1, :])
@@ -819,5 +817,4 @@ class HFBackend:
                                                   self._vocab_size()),
                                               "decode_loop": decode_loop(self.model),
                                               "linear": self.packing["linear"],
-                                              "kv_cache": kv_mode(),
                                               "workers": self.workers}}
