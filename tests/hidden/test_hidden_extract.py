@@ -350,7 +350,6 @@ def test_extraction_stops_after_the_highest_stored_block(deep_model, tiny_benchm
     assert calls == {"block": 0, "head": 0}
     store = HiddenStore(tmp_path / "run")
     assert store.layers == [0, 1] and len(store.index) > 4
-    by_id = {q.query_id: q for q in bench.queries}
     plan = extract_mod.plan_extraction(bench, model, tok, model_name="deep", layers=[0, 1])
     with QueryEndCapture(model, [0, 1]) as full:  # no early stop: every block and the head
         for batch in extract_mod.plan_batches([len(i) for i, _ in plan.encoded], 4):
@@ -360,6 +359,5 @@ def test_extraction_stops_after_the_highest_stored_block(deep_model, tiny_benchm
                 assert np.array_equal(store.layer(layer)[batch],
                                       states[layer].astype(store.layer(layer).dtype))
     assert [r.query_id for r in store.index] == [q.query_id for q in plan.queries]
-    assert all(r.query_id in by_id for r in store.index)
     dup = np.load(tmp_path / "run" / "hidden" / "duplicate_pass.npz", allow_pickle=False)
     assert dup["layer_000"].shape[0] == 3
