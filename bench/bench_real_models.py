@@ -1,6 +1,6 @@
 """Real models on CPU: bf16 against float32 generation, J-Lens passes, time per pipeline stage.
 
-Eight measurements, each within one process (ratios, never absolute goals in tests):
+Nine measurements, each within one process (ratios, never absolute goals in tests):
 
 * ``dtype``: the same greedy queries through :class:`fks.generate.backends.hf.HFBackend` in
   float32 and in bfloat16 (both loaded through the one GGUF resolver), interleaved arms, best
@@ -47,6 +47,12 @@ Eight measurements, each within one process (ratios, never absolute goals in tes
   with the matrix-product share and the hardware's limit::
 
       python bench/bench_real_models.py extract --model gemma-3-270m --benchmark FULL --n 2048
+
+* ``prefixes``: shared prompt prefixes (the extract stage's default since stop 43) against
+  whole prompts on the first ``--n`` rows of the pool in file order: seconds, tokens
+  forwarded, and how far the states move, beside batch 1 against batch 64::
+
+      python bench/bench_real_models.py prefixes --model gemma-3-270m --benchmark FULL --n 6000
 
 * ``stages``: the wall and CPU seconds per stage (and the cores each kept busy) recorded in
   the ``pipeline`` section of run manifests (``fks run`` writes them), side by side::
@@ -641,6 +647,91 @@ def bench_extract(args: argparse.Namespace) -> dict:
             "hardware_limit": _hardware_bound(flops, peak, best["stop_early"], "stop_early")}
 
 
+def bench_prefixes(args: argparse.Namespace) -> dict:
+    """Shared prompt prefixes against whole prompts, on the first ``--n`` pool rows in file order.
+
+    File order keeps a relation's facts together, as the whole pool does, so the rows share
+    prefixes as they would there (a random sample would share far fewer). Each arm is
+    ``min_share[:levels]`` (``0``: whole prompts) through the extract stage's own schedule
+    (:func:`fks.hidden.extract.plan_steps`), interleaved, best of ``--repeats``. Against the
+    whole-prompt arm: each layer's smallest cosine and mean ``1 - cos``, beside the same for
+    ``--noise`` rows forwarded one at a time (the rounding a batch's composition already
+    brings).
+    """
+    import numpy as np
+
+    from fks.configs import load_configs
+    from fks.data import load_benchmark
+    from fks.hidden import extract as ex
+    from fks.hidden.capture import QueryEndCapture, model_dims
+    from fks.hidden.cli import parse_layers
+
+    backend = _backend(args.model, args.dtype)
+    model, tok = backend.model, backend.tokenizer
+    n_layers, _ = model_dims(model)
+    layers = parse_layers(args.layers, n_layers, load_configs().metrics.layer_window_min_frac)
+    full = ex.plan_extraction(load_benchmark(args.benchmark), model, tok, model_name=args.model,
+                              layers=layers)
+    n = min(args.n, len(full.rows))
+    plan = ex.ExtractionPlan(full.queries[:n], full.encoded[:n], full.rows[:n], layers,
+                             full.d_model, full.identity)
+    lengths = [len(ids) for ids, _ in plan.encoded]
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+
+    class Rows:  # the store writer's interface, in memory
+        def __init__(self) -> None:
+            self.done = np.zeros(n, dtype=bool)
+            self.out = {x: np.zeros((n, plan.d_model), np.float32) for x in layers}
+
+        def write(self, rows, states) -> None:
+            for x, v in states.items():
+                self.out[x][rows] = v
+            self.done[rows] = True
+
+    def run(arm: str, batch_size: int = args.batch_size, only=None) -> tuple[dict, int]:
+        share, _, levels = arm.partition(":")
+        prefixes = (ex.plan_prefixes([ids for ids, _ in plan.encoded], int(share),
+                                     int(levels or 1)) if int(share) > 1 else None)
+        rows = Rows()
+        with QueryEndCapture(model, layers, stop_early=True) as capture:
+            for step in ex.plan_steps(lengths, batch_size, prefixes):
+                if only is not None:
+                    step = ex.ExtractionStep(step.prefix_len, step.prefixes,
+                                             [b for b in step.batches if np.isin(b, only).all()])
+                ex._run_step(model, capture, rows, plan, prefixes, step, pad, "left",
+                             lambda: None)
+        return rows.out, sum(lengths) - (prefixes.saved_tokens if prefixes else 0)
+
+    def agreement(a: dict, b: dict, rows) -> dict:
+        worst, mean = 1.0, []
+        for x in layers:
+            u, v = a[x][rows].astype(np.float64), b[x][rows].astype(np.float64)
+            cos = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+            worst, mean = min(worst, float(cos.min())), mean + [float((1 - cos).mean())]
+        return {"min_cos": round(worst, 7), "mean_1_minus_cos": float(np.mean(mean))}
+
+    arms = ["0", *[a for a in args.arms if a != "0"]]
+    best: dict[str, float] = {}
+    states, tokens = {}, {}
+    run(arms[-1])  # warm-up
+    for _ in range(args.repeats):
+        for arm in arms:
+            started = time.perf_counter()
+            states[arm], tokens[arm] = run(arm)
+            best[arm] = min(best.get(arm, 1e9), time.perf_counter() - started)
+    noise = np.sort(np.random.default_rng(0).choice(n, min(args.noise, n), replace=False))
+    one_at_a_time, _ = run("0", batch_size=1, only=noise)
+    return {"model": args.model, "dtype": backend.dtype, "layers": layers, "rows": n,
+            "batch_size": args.batch_size, "prompt_tokens": int(sum(lengths)),
+            "tokens_forwarded": tokens,
+            "seconds_best_of": {k: round(v, 2) for k, v in best.items()},
+            "whole_over_arm": {k: round(best["0"] / v, 3) for k, v in best.items()},
+            "against_whole_prompts": {k: agreement(states["0"], v, np.arange(n))
+                                      for k, v in states.items() if k != "0"},
+            "batch_1_against_batch": {"rows": len(noise), **agreement(
+                states["0"], one_at_a_time, noise)}}
+
+
 def bench_stages(args: argparse.Namespace) -> dict:
     table = {}
     for run in args.runs:
@@ -717,11 +808,22 @@ def main() -> None:
     p.add_argument("--layers", default="window", help="window (the pool's) or all (the run's)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--repeats", type=int, default=2)
+    p = sub.add_parser("prefixes")
+    p.add_argument("--model", default="gemma-3-270m")
+    p.add_argument("--benchmark", required=True)
+    p.add_argument("--n", type=int, default=6000)
+    p.add_argument("--dtype", default="bfloat16")
+    p.add_argument("--layers", default="window", help="window (the pool's) or all (the run's)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--arms", nargs="+", default=["4", "2:2"],
+                   help="min_share[:levels] per arm (0, whole prompts, always runs)")
+    p.add_argument("--noise", type=int, default=300, help="rows forwarded one at a time")
+    p.add_argument("--repeats", type=int, default=1)
     p = sub.add_parser("stages")
     p.add_argument("runs", nargs="+")
     args = parser.parse_args()
     fn = {"dtype": bench_dtype, "jlens": bench_jlens, "jlens-stage": bench_jlens_stage,
-          "generate": bench_generate, "extract": bench_extract,
+          "generate": bench_generate, "extract": bench_extract, "prefixes": bench_prefixes,
           "profile": bench_profile, "stages": bench_stages, "logprobs": bench_logprobs}[args.cmd]
     print(json.dumps(fn(args), indent=2))
 

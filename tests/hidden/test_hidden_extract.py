@@ -93,7 +93,10 @@ def test_crash_mid_way_resumes_to_identical_arrays(
 ):
     model, tok = tiny_model_and_tokenizer
     bench = load_benchmark(tiny_benchmark_dir)
-    extract_hidden(tmp_path / "clean", bench, model, tok, model_name="tiny", batch_size=3)
+    # whole prompts only (share_prefixes=0): the batches below are plan_batches' (prefix
+    # sharing resumes in test_shared_prefixes_resume_to_identical_arrays)
+    extract_hidden(tmp_path / "clean", bench, model, tok, model_name="tiny", batch_size=3,
+                   share_prefixes=0)
 
     real = extract_mod.forward_query_end
     calls = {"n": 0}
@@ -106,7 +109,8 @@ def test_crash_mid_way_resumes_to_identical_arrays(
 
     monkeypatch.setattr(extract_mod, "forward_query_end", crashing)
     with pytest.raises(RuntimeError, match="injected crash"):
-        extract_hidden(tmp_path / "crash", bench, model, tok, model_name="tiny", batch_size=3)
+        extract_hidden(tmp_path / "crash", bench, model, tok, model_name="tiny", batch_size=3,
+                       share_prefixes=0)
     progress = read_json(tmp_path / "crash/hidden/progress.json")
     assert progress["n_done"] == 6
     with pytest.raises(FksInputError, match="unfinished"):
@@ -114,7 +118,8 @@ def test_crash_mid_way_resumes_to_identical_arrays(
 
     calls["n"] = -1000  # no more crashes; count the batches the resume runs
     extract_hidden(tmp_path / "crash", bench, model, tok, model_name="tiny", batch_size=3,
-                   duplicate_sample=0)  # the §18.2 second pass would add its own calls
+                   duplicate_sample=0,  # the §18.2 second pass would add its own calls
+                   share_prefixes=0)
     n_rows = HiddenStore(tmp_path / "clean").n_rows
     assert calls["n"] + 1000 == -(-(n_rows - 6) // 3)  # only the unfinished batches ran
     clean, resumed = HiddenStore(tmp_path / "clean"), HiddenStore(tmp_path / "crash")
@@ -333,7 +338,7 @@ def test_second_forward_pass_reproduces_the_stored_states(tiny_model_and_tokeniz
 def test_extraction_stops_after_the_highest_stored_block(deep_model, tiny_benchmark_dir,
                                                          tmp_path):
     """A store of layers 0-1 of 4 runs blocks 0-1 only (no upper block, final norm or
-    unembedding), and holds the bytes a full forward pass gives."""
+    unembedding), shared prefixes or not, and holds the bytes a full forward pass gives."""
     model, tok = deep_model
     bench = load_benchmark(tiny_benchmark_dir)
     calls = {"block": 0, "head": 0}
@@ -342,13 +347,16 @@ def test_extraction_stops_after_the_highest_stored_block(deep_model, tiny_benchm
              model.lm_head.register_forward_hook(
                  lambda *a: calls.__setitem__("head", calls["head"] + 1))]
     try:
+        extract_hidden(tmp_path / "shared", bench, model, tok, model_name="deep",
+                       layers=[0, 1], batch_size=4, duplicate_sample=0)
+        assert HiddenStore(tmp_path / "shared").meta["share_prefixes"] == 4
         extract_hidden(tmp_path / "run", bench, model, tok, model_name="deep", layers=[0, 1],
-                       batch_size=4, duplicate_sample=3)
+                       batch_size=4, duplicate_sample=3, share_prefixes=0)
     finally:
         for h in hooks:
             h.remove()
     assert calls == {"block": 0, "head": 0}
-    store = HiddenStore(tmp_path / "run")
+    store = HiddenStore(tmp_path / "run")  # whole prompts: the bytes of a full pass
     assert store.layers == [0, 1] and len(store.index) > 4
     plan = extract_mod.plan_extraction(bench, model, tok, model_name="deep", layers=[0, 1])
     with QueryEndCapture(model, [0, 1]) as full:  # no early stop: every block and the head

@@ -31,13 +31,14 @@ def cache_root(tmp_path, monkeypatch) -> Path:
 def counted(monkeypatch) -> list[int]:
     """The rows of every extraction forward pass (none: the store came from the cache)."""
     rows: list[int] = []
-    real = extract_mod.forward_query_end
+    for name in ("forward_query_end", "forward_suffix_query_end"):  # whole / after a prefix
+        real = getattr(extract_mod, name)
 
-    def spy(model, capture, ids, mask):
-        rows.append(int(ids.shape[0]))
-        return real(model, capture, ids, mask)
+        def spy(*args, _real=real):
+            rows.append(int(args[-2].shape[0]))  # input_ids
+            return _real(*args)
 
-    monkeypatch.setattr(extract_mod, "forward_query_end", spy)
+        monkeypatch.setattr(extract_mod, name, spy)
     return rows
 
 
@@ -86,6 +87,7 @@ def test_anything_that_can_change_a_number_is_another_key(
     _pool(tmp_path / "a", tiny_model_and_tokenizer, bench)
     for i, change in enumerate([
             {"batch_size": 3},                                    # bf16 rows depend on it
+            {"share_prefixes": 0},                                # ... and on shared prefixes
             {"model_info": {**INFO, "weights_sha256": "ef" * 32}},  # other weights
             {"model_info": {**INFO, "dtype": "bfloat16"}},
             {"model_info": {**INFO, "kernels": {"torch": "y"}}},
@@ -94,7 +96,7 @@ def test_anything_that_can_change_a_number_is_another_key(
         counted.clear()
         _pool(tmp_path / f"r{i}", tiny_model_and_tokenizer, bench, **change)
         assert sum(counted) > 0, change
-    assert len(_entries(cache_root)) == 7
+    assert len(_entries(cache_root)) == 8
     # a path is where the file lies, not what it holds; generation's workers extract nothing:
     # the same key
     counted.clear()
@@ -217,3 +219,76 @@ def test_a_cache_that_cannot_be_linked_in_is_extracted_instead(
     assert _files(tmp_path / "b" / "reference" / "hidden") == \
         _files(tmp_path / "a" / "reference" / "hidden")
     assert not list((tmp_path / "b" / "reference").glob(".tmp-*"))
+
+
+def _with_pool(run: Path, model_and_tok, bench, parent, **kw) -> dict:
+    from fks.hidden.extract import extract_with_pool
+
+    model, tok = model_and_tok
+    n = len(model.model.layers)
+    args = {"model_name": "tiny", "batch_size": 4, "model_info": INFO, "duplicate_sample": 2,
+            "layers": list(range(n)), "pool_layers": [n - 1], **kw}
+    return extract_with_pool(run, bench, parent, model, tok, **args)
+
+
+def _slice(bench, n_facts: int):
+    import copy
+
+    part = copy.deepcopy(bench)
+    keep = {f.fact_id for f in part.facts[:n_facts]}
+    part.facts[:] = [f for f in part.facts if f.fact_id in keep]
+    part.queries[:] = [q for q in part.queries if q.fact_id in keep]
+    return part
+
+
+def test_the_runs_own_states_are_copied_out_of_the_pool(
+        tiny_model_and_tokenizer, tiny_benchmark_dir, tmp_path, cache_root, counted):
+    parent = load_benchmark(tiny_benchmark_dir)
+    bench = _slice(parent, 2)
+    _with_pool(tmp_path / "a", tiny_model_and_tokenizer, bench, parent)
+    pool, own = HiddenStore(tmp_path / "a" / "reference"), HiddenStore(tmp_path / "a")
+    # the pool's forward passes, then the two §18.2 rows one by one: not one more for the run
+    assert sum(counted) == pool.n_rows + 2 and own.n_rows < pool.n_rows
+    assert pool.layers == own.layers  # every layer, so the run's store can come from it
+    rows = pool.rows_of(own.query_ids.tolist())
+    for layer in own.layers:
+        np.testing.assert_array_equal(own.layer(layer), pool.layer(layer)[rows])
+    states_from = own.meta["states_from"]
+    assert states_from["store"] == str(pool.dir)
+    assert states_from["meta_sha256"] == sha256_file(pool.dir / "meta.json")
+    stage = read_json(tmp_path / "a" / "evaluation_manifest.json")["stages"]["extract"]
+    assert stage["rows_from_this_pass"] == 0 and stage["states_from"] == states_from
+    own.validate(checksums=True)
+
+    # a later run takes the pool from the cache: the same bytes, no forward pass but §18.2's
+    counted.clear()
+    _with_pool(tmp_path / "b", tiny_model_and_tokenizer, bench, parent)
+    assert sum(counted) == 2
+    for name in ("layer_000.npy", "layer_001.npy", "index.jsonl"):
+        assert sha256_file(tmp_path / "a/hidden" / name) == sha256_file(
+            tmp_path / "b/hidden" / name)
+
+
+def test_a_pool_of_other_weights_or_prompts_is_not_copied(
+        tiny_model_and_tokenizer, tiny_benchmark_dir, tmp_path, cache_root, counted, caplog):
+    from fks.errors import FksInputError
+    from fks.hidden.extract import extract_hidden
+
+    parent = load_benchmark(tiny_benchmark_dir)
+    bench = _slice(parent, 2)
+    _with_pool(tmp_path / "a", tiny_model_and_tokenizer, bench, parent)
+    model, tok = tiny_model_and_tokenizer
+    counted.clear()
+    with caplog.at_level(logging.INFO, logger="fks.hidden.extract"):
+        extract_hidden(tmp_path / "b", bench, model, tok, model_name="tiny", batch_size=4,
+                       model_info={**INFO, "weights_sha256": "ef" * 32}, duplicate_sample=0,
+                       from_store=tmp_path / "a" / "reference")
+    assert sum(counted) == HiddenStore(tmp_path / "b").n_rows  # every row forwarded
+    assert "weights_sha256" in caplog.text and "states_from" not in HiddenStore(
+        tmp_path / "b").meta
+    other = _slice(parent, 2)
+    main = next(q for q in other.queries if q.use_for_main_forward)
+    main.query = main.query + " (changed)"
+    with pytest.raises(FksInputError, match="asked differently") as exc:
+        _with_pool(tmp_path / "c", tiny_model_and_tokenizer, other, parent)
+    assert exc.value.field == "query_id" and main.query_id in str(exc.value)

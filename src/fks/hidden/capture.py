@@ -195,10 +195,16 @@ class QueryEndCapture:
         self._handles.clear()
         self._armed = False
 
-    def arm(self) -> None:
-        """Read the next forward call (and only that one)."""
+    def arm(self, positions: Any = None) -> None:
+        """Read the next forward call (and only that one).
+
+        Args:
+            positions: the row positions to read, ``(batch,)`` long tensor; default: the last
+                real token by the call's attention mask. A pass whose mask also covers a
+                cached prefix (:func:`fks.hidden.extract.forward_suffix_query_end`) gives them.
+        """
         self._armed = True
-        self._positions = None
+        self._positions = positions
         self._states = {}
 
     def take(self) -> dict[int, Any]:

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from fks.errors import FksInputError
+from fks.hidden.extract import SHARE_PREFIXES
 from fks.hidden.jlens import JLENS_PROMPTS
 
 log = logging.getLogger("fks")
@@ -138,9 +139,14 @@ def extract_cmd(
     device_map: DeviceMap = None,
     reference_benchmark: Annotated[str | None, typer.Option(
         help="The full benchmark this run's benchmark was sliced from: also store its "
-        "main-forward queries (window layers) in RUN/reference/hidden/, the reference pool "
-        "on which `fks metrics` fits the ISS/KTS whitening (so a slice's ISS does not depend "
-        "on its size). `fks run --limit` does this itself.")] = None,
+        "main-forward queries in RUN/reference/hidden/, the reference pool on which `fks "
+        "metrics` fits the ISS/KTS whitening (so a slice's ISS does not depend on its size), "
+        "and copy the run's own states out of it. `fks run --limit` does this itself.")
+    ] = None,
+    share_prefixes: Annotated[int, typer.Option(
+        min=0, help="Forward a prompt prefix once when at least this many prompts share it "
+        "(0: every prompt whole). Same states up to summation order; 4 forwards 72.5 % of the "
+        "reference pool's tokens for Gemma 3 270M.")] = SHARE_PREFIXES,
 ) -> None:
     """Store query-end hidden states of every main-forward query (resumable)."""
     from fks.configs import current as get_configs
@@ -157,33 +163,23 @@ def extract_cmd(
                     trust_remote_code=trust_remote_code, device_map=device_map)
     _check_registry(entry, backend.model)
     n_layers, _ = model_dims(backend.model)
-    extract_hidden(
-        run, bench, backend.model, backend.tokenizer, model_name=name,
-        layers=parse_layers(layers, n_layers, configs.metrics.layer_window_min_frac),
-        reverse=reverse, recognition=recognition, batch_size=batch_size,
-        max_prompt_len=configs.models.generation.max_prompt_len, overwrite=overwrite,
-        model_info=backend.describe(), shard=shard_t,
-    )
-    if reference_benchmark is not None:
-        from fks.hidden.store import REFERENCE_DIR
+    common = {"model_name": name,
+              "layers": parse_layers(layers, n_layers, configs.metrics.layer_window_min_frac),
+              "batch_size": batch_size,
+              "max_prompt_len": configs.models.generation.max_prompt_len,
+              "overwrite": overwrite, "model_info": backend.describe(),
+              "share_prefixes": share_prefixes}
+    if reference_benchmark is None:
+        extract_hidden(run, bench, backend.model, backend.tokenizer, reverse=reverse,
+                       recognition=recognition, shard=shard_t, **common)
+        return
+    from fks.hidden.extract import extract_with_pool
 
-        parent = load_benchmark(reference_benchmark)
-        own = {q.query_id for q in bench.queries if q.use_for_main_forward}
-        missing = own - {q.query_id for q in parent.queries if q.use_for_main_forward}
-        if missing:
-            raise FksInputError(f"{min(missing)} (a main query of --benchmark) is not in the "
-                                "reference benchmark", path=parent.files.queries,
-                                field="query_id")
-        extract_hidden(
-            Path(run) / REFERENCE_DIR, parent, backend.model, backend.tokenizer,
-            model_name=name,
-            layers=parse_layers("window", n_layers, configs.metrics.layer_window_min_frac),
-            batch_size=batch_size, max_prompt_len=configs.models.generation.max_prompt_len,
-            overwrite=overwrite, model_info=backend.describe(), duplicate_sample=0,
-            cache=True)  # across runs: fks.hidden.pool_cache
-        from fks.provenance import record_files
-
-        record_files(run, "extract", {})  # the run's extract now includes the pool
+    extract_with_pool(run, bench, load_benchmark(reference_benchmark), backend.model,
+                      backend.tokenizer,
+                      pool_layers=parse_layers("window", n_layers,
+                                               configs.metrics.layer_window_min_frac),
+                      reverse=reverse, recognition=recognition, shard=shard_t, **common)
 
 
 def jlens_cmd(

@@ -15,7 +15,8 @@ from the cache instead of recomputing it.
   tokenizer and the prompt builder are in it, whatever their versions say);
 * the weights and tokenizer files' sha256, the dtype, the device and the transformers version
   (the backend's ``describe()``, without local paths);
-* the batch size and padding side (in bfloat16 a row's states depend on its batch's shape);
+* the batch size, padding side and prefix sharing (in bfloat16 a row's states depend on its
+  batch's shape, and on whether its prefix was forwarded with it or once for several rows);
 * the kernels: torch version, threads, CPU capability, oneDNN, float32 matmul precision, and
   the CPU model and its bf16/AMX flags (or the GPU's name) -- another machine's kernels round
   differently;
@@ -127,7 +128,7 @@ def _strip_local(value: Any) -> Any:
 
 def pool_key(identity: Mapping[str, Any], token_ids: list[list[int]],
              model_info: Mapping[str, Any], *, batch_size: int, padding_side: str,
-             extraction_version: int) -> str | None:
+             extraction_version: int, share_prefixes: int = 0) -> str | None:
     """Return the cache key of a pool (the module docstring), or None when it has none.
 
     None when the weights have no sha256: then nothing can tell two models apart.
@@ -142,6 +143,7 @@ def pool_key(identity: Mapping[str, Any], token_ids: list[list[int]],
         "model_info": _strip_local(model_info),
         "batch_size": int(batch_size),
         "padding_side": padding_side,
+        "share_prefixes": int(share_prefixes),
         "machine": machine_fingerprint(model_info.get("device")),
     }
     text = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)

@@ -155,32 +155,23 @@ def _extract_params(ctx: PipelineContext) -> dict[str, Any]:
 
 
 def _extract(ctx: PipelineContext, reason: str) -> None:
-    from fks.hidden.extract import extract_hidden
+    from fks.hidden.extract import extract_hidden, extract_with_pool
 
     hf = ctx.hf_model()
-    extract_hidden(ctx.run_dir, ctx.benchmark, hf.model, hf.tokenizer, model_name=ctx.model,
-                   layers=_layers(ctx, "all", hf.model), batch_size=ctx.options.batch_size,
-                   max_prompt_len=ctx.configs.models.generation.max_prompt_len,
-                   overwrite=reason in ("outputs_changed", "params_changed"),
-                   model_info=hf.describe(),
-                   duplicate_sample=ctx.configs.metrics.sanity.duplicate_sample)
+    common = {"model_name": ctx.model, "layers": _layers(ctx, "all", hf.model),
+              "batch_size": ctx.options.batch_size,
+              "max_prompt_len": ctx.configs.models.generation.max_prompt_len,
+              "overwrite": reason in ("outputs_changed", "params_changed"),
+              "model_info": hf.describe(),
+              "duplicate_sample": ctx.configs.metrics.sanity.duplicate_sample}
     if ctx.parent is not None and ctx.configs.metrics.whitening.reference:
         # the reference pool (fks.metrics.internal.reference): the parent benchmark's main
-        # queries, window layers only, so the ISS/KTS geometry does not depend on --limit
-        from fks.hidden.store import REFERENCE_DIR
-
-        log.info("extracting the reference pool (%d facts of the full benchmark) for the "
-                 "ISS/KTS whitening", len(ctx.parent.facts))
-        extract_hidden(ctx.run_dir / REFERENCE_DIR, ctx.parent, hf.model, hf.tokenizer,
-                       model_name=ctx.model, layers=_layers(ctx, "window", hf.model),
-                       batch_size=ctx.options.batch_size,
-                       max_prompt_len=ctx.configs.models.generation.max_prompt_len,
-                       overwrite=reason in ("outputs_changed", "params_changed"),
-                       model_info=hf.describe(), duplicate_sample=0,
-                       cache=True)  # across runs: fks.hidden.pool_cache
-        from fks.provenance import record_files
-
-        record_files(ctx.run_dir, "extract", {})  # the run's extract now includes the pool
+        # queries, so the ISS/KTS geometry does not depend on --limit; the run's own states
+        # are copied out of it
+        extract_with_pool(ctx.run_dir, ctx.benchmark, ctx.parent, hf.model, hf.tokenizer,
+                          pool_layers=_layers(ctx, "window", hf.model), **common)
+    else:
+        extract_hidden(ctx.run_dir, ctx.benchmark, hf.model, hf.tokenizer, **common)
 
 
 def _jlens(ctx: PipelineContext, reason: str) -> None:

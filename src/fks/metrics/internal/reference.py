@@ -20,6 +20,9 @@ every fit of :mod:`fks.metrics.internal` -- residualisation means, whitening, it
 rounding floor -- is made on the pool's rows and applied to the run's own stored states; the
 run's facts are scored exactly as before (centroids, same-relation negatives of the run,
 ISS, KTS). A run over the whole parent benchmark needs no pool: the pool would be the run.
+Since stop 43 the pool holds every layer the run stores, and the run's own states are copied
+out of it (:func:`fks.hidden.extract.extract_with_pool`): a query's state is the same bytes in
+the run and in the pool.
 
 Checks (:func:`load_reference`): the pool was extracted by the same model (name, layers,
 width), holds every main query of the run with the same fact, relation and family, and holds
