@@ -710,7 +710,8 @@ def extract_hidden(
                           lambda: bar.update(task, completed=writer.n_done))
     if source is not None:
         extra_meta = {**(extra_meta or {}), "states_from": {
-            "store": str(source[0].dir), "meta_sha256": sha256_file(source[0].dir / "meta.json"),
+            "store": _relative(source[0].dir, Path(run_dir)),
+            "meta_sha256": sha256_file(source[0].dir / "meta.json"),
             "share_prefixes": source[0].meta.get("share_prefixes", 0)}}
     recorded_share = (int(source[0].meta.get("share_prefixes", 0) or 0) if source is not None
                       else share_prefixes if prefixes is not None else 0)
@@ -737,6 +738,14 @@ def extract_hidden(
     log.info("wrote %d query-end states x %d layers to %s", len(plan.rows), len(plan.layers),
              store_dir)
     return meta
+
+
+def _relative(path: Path, run_dir: Path) -> str:
+    """``path`` relative to the run folder when inside it (a moved run still reads the same)."""
+    try:
+        return path.resolve().relative_to(run_dir.resolve()).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def _rows_in_store(folder: str | Path, plan: ExtractionPlan, info: dict[str, Any]
