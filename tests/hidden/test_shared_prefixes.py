@@ -208,3 +208,24 @@ def test_a_prefix_that_reaches_a_sliding_window_turns_sharing_off(deep_model, ti
     extract_hidden(tmp_path / "run", load_benchmark(tiny_benchmark_dir), model, tok,
                    model_name="m", duplicate_sample=0)
     assert calls == [] and HiddenStore(tmp_path / "run").meta["share_prefixes"] == 0
+
+
+def test_a_shard_takes_the_prefixes_the_whole_selection_gives(deep_model, tiny_benchmark_dir):
+    # merged shards must hold the unsharded store's bytes (tests/scale), so a row's prefix
+    # cannot depend on which other rows its shard holds
+    model, tok = deep_model
+    bench = load_benchmark(tiny_benchmark_dir)
+    whole = plan_extraction(bench, model, tok, model_name="m")
+    full = plan_prefixes([i for i, _ in whole.encoded], 4)
+    at = {r["query_id"]: k for k, r in enumerate(whole.rows)}
+    moved = 0
+    for shard in (1, 2):
+        part = plan_extraction(bench, model, tok, model_name="m", shard=(shard, 2))
+        assert part.counted is not None and len(part.counted) == len(whole.rows)
+        mine = plan_prefixes([i for i, _ in part.encoded], 4, counted=part.counted)
+        alone = plan_prefixes([i for i, _ in part.encoded], 4)
+        rows = [at[r["query_id"]] for r in part.rows]
+        assert mine.split.tolist() == full.split[rows].tolist()
+        moved += int((alone.split != full.split[rows]).sum())
+    assert moved > 0  # counted within the shard alone, some rows would get another prefix
+    assert whole.counted is None

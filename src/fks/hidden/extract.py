@@ -20,10 +20,11 @@ attending to the prefix's cached keys and values at their own positions
 (:func:`forward_suffix_query_end`). Over the full build's main queries, Gemma 3 270M forwards
 72.5 % of the prompt tokens. The states are the whole prompt's up to summation order: in
 float32 within 1e-6 relative (tested on tiny models, checked on Gemma), in bfloat16 at the
-rounding level a batch's composition already moves them (on 3,000 of Gemma's pool rows the
-cosine to the whole-prompt state is at least 0.9998, mean ``1 - cos`` 1e-5 against 3e-6
-for batch 1 against batch 64). A model with a sliding window that a prefix could reach
-forwards every prompt whole. The store's ``meta.json`` records the setting
+rounding level (``bench_real_models.py prefixes``, the first 6,000 pool rows: the cosine to
+the whole-prompt state is at least 0.9995 for Gemma 3 270M and 0.9986 for SmolLM2-135M, mean
+``1 - cos`` 1.4e-5 and 7.8e-5, where batch 1 against batch 64 gives 2.5e-6 and 1.3e-5; §18.2
+allows 2.2e-3 and 3.7e-3 at their last layers). A model with a sliding window that a prefix
+could reach forwards every prompt whole. The store's ``meta.json`` records the setting
 (``share_prefixes``: 0 when whole) and the reference pool's cache key includes it.
 
 The work is resumable (:class:`fks.hidden.store.HiddenWriter`) and shows a progress bar.
@@ -183,7 +184,7 @@ def forward_query_end(
 #: default of ``share_prefixes``: a prompt prefix is computed once for the prompts that share
 #: it when at least this many do (0: every prompt is forwarded whole). 4 minimises the token
 #: positions forwarded over the full build's main queries: 72.5 % of them for Gemma 3 270M's
-#: reference pool (2: 73.6 %, 8: 75.2 %, 64: 78.8 %; ``bench_real_models.py extract``).
+#: reference pool (2: 73.6 %, 8: 75.2 %, 64: 78.8 %; :func:`plan_prefixes` over its token ids).
 SHARE_PREFIXES = 4
 #: how many times prefixes are shared in turn (:func:`plan_prefixes`' ``levels``)
 PREFIX_LEVELS = 1
@@ -213,8 +214,8 @@ class PrefixPlan:
         return int(self.split.sum()) - prefix_cost
 
 
-def plan_prefixes(seqs: Sequence[Sequence[int]], min_share: int,
-                  levels: int = 1) -> PrefixPlan:
+def plan_prefixes(seqs: Sequence[Sequence[int]], min_share: int, levels: int = 1,
+                  counted: Sequence[Sequence[int]] | None = None) -> PrefixPlan:
     """Give each prompt the longest proper prefix that at least ``min_share`` prompts share.
 
     Causal attention makes a token's keys and values depend on the tokens up to it alone, so a
@@ -227,6 +228,8 @@ def plan_prefixes(seqs: Sequence[Sequence[int]], min_share: int,
         seqs: the prompts' token ids.
         min_share: prompts that must share a prefix for it to be computed once (< 2: none).
         levels: how many times prefixes are shared in turn (1: prompts only).
+        counted: the prompts whose prefixes are counted (default ``seqs``): a shard's rows
+            take the prefixes the whole selection gives them.
     """
     from collections import Counter
 
@@ -236,7 +239,8 @@ def plan_prefixes(seqs: Sequence[Sequence[int]], min_share: int,
     if min_share < 2 or levels < 1:
         return PrefixPlan(split, prefix_of, [])
     tuples = [tuple(int(t) for t in s) for s in seqs]
-    counts = Counter(t[:i] for t in tuples for i in range(1, len(t)))
+    pool = tuples if counted is None else [tuple(int(t) for t in s) for s in counted]
+    counts = Counter(t[:i] for t in pool for i in range(1, len(t)))
     index: dict[tuple[int, ...], int] = {}
     for k, t in enumerate(tuples):
         for i in range(len(t) - 1, 0, -1):
@@ -521,6 +525,9 @@ class ExtractionPlan:
     layers: list[int]
     d_model: int
     identity: dict[str, Any]
+    #: the token ids whose prefixes are counted for sharing (:func:`plan_prefixes`), when
+    #: not the plan's own: a shard counts the whole selection's
+    counted: list[list[int]] | None = None
 
 
 def plan_extraction(
@@ -549,6 +556,7 @@ def plan_extraction(
     if bad:
         raise FksInputError(f"layer {bad[0]} is outside 0..{n_layers - 1}", field="layers")
     selected = select_queries(benchmark.queries, reverse=reverse, recognition=recognition)
+    everyone = selected
     if shard is not None and selected:
         from fks.generate.runner import benchmark_shards
 
@@ -574,7 +582,11 @@ def plan_extraction(
     }
     if shard is not None:
         identity["shard"] = list(shard)
-    return ExtractionPlan(selected, encoded, rows, layers, d_model, identity)
+    # a shard shares prefixes as the whole selection does, so merged shards hold the
+    # unsharded store's bytes (each row keeps the prefix it has there)
+    counted = None if everyone is selected else [
+        encode_prompt(tokenizer, build_prompt(q), max_prompt_len)[0] for q in everyone]
+    return ExtractionPlan(selected, encoded, rows, layers, d_model, identity, counted)
 
 
 def open_writer(
@@ -792,7 +804,8 @@ def _prefix_plan(model: Any, plan: ExtractionPlan, share_prefixes: int) -> Prefi
     """Plan the rows' shared prefixes; None when prefixes are not shared (logged)."""
     if share_prefixes < 2:
         return None
-    prefixes = plan_prefixes([ids for ids, _ in plan.encoded], share_prefixes, PREFIX_LEVELS)
+    prefixes = plan_prefixes([ids for ids, _ in plan.encoded], share_prefixes, PREFIX_LEVELS,
+                             counted=plan.counted)
     window = _sliding_window(model)
     if window is not None and prefixes.split.max(initial=0) >= window - 1:
         # a sliding layer's cache keeps only its last window - 1 tokens
