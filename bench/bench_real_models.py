@@ -567,6 +567,23 @@ def bench_logprobs(args: argparse.Namespace) -> dict:
             "kernel": hf.logprob_kernel(args.vocab)}
 
 
+def _pool_plan(args: argparse.Namespace):
+    """The backend, its stored layers and the extraction plan of ``--benchmark``'s main
+    queries (the reference pool a ``--limit`` run extracts), for the extract benches."""
+    from fks.configs import load_configs
+    from fks.data import load_benchmark
+    from fks.hidden.capture import model_dims
+    from fks.hidden.cli import parse_layers
+    from fks.hidden.extract import plan_extraction
+
+    backend = _backend(args.model, args.dtype)
+    n_layers, _ = model_dims(backend.model)
+    layers = parse_layers(args.layers, n_layers, load_configs().metrics.layer_window_min_frac)
+    plan = plan_extraction(load_benchmark(args.benchmark), backend.model, backend.tokenizer,
+                           model_name=args.model, layers=layers)
+    return backend, layers, plan
+
+
 def bench_extract(args: argparse.Namespace) -> dict:
     """The extract stage's forward passes on a sample of the reference pool, one process.
 
@@ -583,19 +600,12 @@ def bench_extract(args: argparse.Namespace) -> dict:
     """
     import numpy as np
 
-    from fks.configs import load_configs
-    from fks.data import load_benchmark
     from fks.generate.backends.packed import stock_linears
-    from fks.hidden.capture import QueryEndCapture, model_dims
-    from fks.hidden.cli import parse_layers
-    from fks.hidden.extract import forward_query_end, pad_batch, plan_batches, plan_extraction
+    from fks.hidden.capture import QueryEndCapture
+    from fks.hidden.extract import forward_query_end, pad_batch, plan_batches
 
-    backend = _backend(args.model, args.dtype)
+    backend, layers, plan = _pool_plan(args)
     model, tok = backend.model, backend.tokenizer
-    n_layers, _ = model_dims(model)
-    layers = parse_layers(args.layers, n_layers, load_configs().metrics.layer_window_min_frac)
-    plan = plan_extraction(load_benchmark(args.benchmark), model, tok, model_name=args.model,
-                           layers=layers)
     lengths = [len(ids) for ids, _ in plan.encoded]
     pick = np.sort(np.random.default_rng(0).choice(len(lengths), min(args.n, len(lengths)),
                                                    replace=False))
@@ -660,18 +670,11 @@ def bench_prefixes(args: argparse.Namespace) -> dict:
     """
     import numpy as np
 
-    from fks.configs import load_configs
-    from fks.data import load_benchmark
     from fks.hidden import extract as ex
-    from fks.hidden.capture import QueryEndCapture, model_dims
-    from fks.hidden.cli import parse_layers
+    from fks.hidden.capture import QueryEndCapture
 
-    backend = _backend(args.model, args.dtype)
+    backend, layers, full = _pool_plan(args)
     model, tok = backend.model, backend.tokenizer
-    n_layers, _ = model_dims(model)
-    layers = parse_layers(args.layers, n_layers, load_configs().metrics.layer_window_min_frac)
-    full = ex.plan_extraction(load_benchmark(args.benchmark), model, tok, model_name=args.model,
-                              layers=layers)
     n = min(args.n, len(full.rows))
     plan = ex.ExtractionPlan(full.queries[:n], full.encoded[:n], full.rows[:n], layers,
                              full.d_model, full.identity)
@@ -800,25 +803,19 @@ def main() -> None:
     p.add_argument("--n", type=int, default=128)
     p.add_argument("--dtype", default="auto")
     p.add_argument("--batch-size", type=int, default=64)
-    p = sub.add_parser("extract")
-    p.add_argument("--model", default="gemma-3-270m")
-    p.add_argument("--benchmark", required=True)
-    p.add_argument("--n", type=int, default=2048)
-    p.add_argument("--dtype", default="bfloat16")
-    p.add_argument("--layers", default="window", help="window (the pool's) or all (the run's)")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--repeats", type=int, default=2)
-    p = sub.add_parser("prefixes")
-    p.add_argument("--model", default="gemma-3-270m")
-    p.add_argument("--benchmark", required=True)
-    p.add_argument("--n", type=int, default=6000)
-    p.add_argument("--dtype", default="bfloat16")
-    p.add_argument("--layers", default="window", help="window (the pool's) or all (the run's)")
-    p.add_argument("--batch-size", type=int, default=64)
+    for name, n, repeats in (("extract", 2048, 2), ("prefixes", 6000, 1)):  # pool rows
+        p = sub.add_parser(name)
+        p.add_argument("--model", default="gemma-3-270m")
+        p.add_argument("--benchmark", required=True)
+        p.add_argument("--n", type=int, default=n)
+        p.add_argument("--dtype", default="bfloat16")
+        p.add_argument("--layers", default="window",
+                       help="window (the pool's) or all (the run's)")
+        p.add_argument("--batch-size", type=int, default=64)
+        p.add_argument("--repeats", type=int, default=repeats)
     p.add_argument("--arms", nargs="+", default=["4", "2:2"],
                    help="min_share[:levels] per arm (0, whole prompts, always runs)")
     p.add_argument("--noise", type=int, default=300, help="rows forwarded one at a time")
-    p.add_argument("--repeats", type=int, default=1)
     p = sub.add_parser("stages")
     p.add_argument("runs", nargs="+")
     args = parser.parse_args()

@@ -18,14 +18,14 @@ question ...", "The capital of"). A token's keys and values depend only on the t
 once (:func:`prefix_keys_values`), and each of those prompts forwards only its remaining tokens,
 attending to the prefix's cached keys and values at their own positions
 (:func:`forward_suffix_query_end`). Over the full build's main queries, Gemma 3 270M forwards
-72.5 % of the prompt tokens. The states are the whole prompt's up to summation order: in
-float32 within 1e-6 relative (tested on tiny models, checked on Gemma), in bfloat16 at the
-rounding level (``bench_real_models.py prefixes``, the first 6,000 pool rows: the cosine to
-the whole-prompt state is at least 0.9995 for Gemma 3 270M and 0.9986 for SmolLM2-135M, mean
-``1 - cos`` 1.4e-5 and 7.8e-5, where batch 1 against batch 64 gives 2.5e-6 and 1.3e-5; §18.2
-allows 2.2e-3 and 3.7e-3 at their last layers). A model with a sliding window that a prefix
-could reach forwards every prompt whole. The store's ``meta.json`` records the setting
-(``share_prefixes``: 0 when whole) and the reference pool's cache key includes it.
+72.5 % of the prompt tokens. The states are the whole prompt's up to summation order: in float32
+within about 1e-6 relative (tested on tiny models; 1.1e-6 on 300 Gemma rows), in bfloat16 at the
+rounding level (``bench_real_models.py prefixes``, the first 6,000 pool rows: the cosine to the
+whole-prompt state is at least 0.9995 for Gemma 3 270M and 0.9986 for SmolLM2-135M, mean 1 - cos
+1.4e-5 and 7.8e-5, where batch 1 against batch 64 gives 2.5e-6 and 1.3e-5; §18.2 allows
+2.2e-3 and 3.7e-3 at their last layers). A model with a sliding window that a prefix could reach
+forwards every prompt whole. The store's ``meta.json`` records the setting (``share_prefixes``:
+0 when whole) and the reference pool's cache key includes it.
 
 The work is resumable (:class:`fks.hidden.store.HiddenWriter`) and shows a progress bar.
 
@@ -777,13 +777,13 @@ def _rows_in_store(folder: str | Path, plan: ExtractionPlan, info: dict[str, Any
         return None
     theirs = store.meta.get("model_info") or {}
     why = None
-    for key in ("weights_sha256", "dtype", "device"):
-        if not info.get(key) or theirs.get(key) != info.get(key):
+    for key in ("weights_sha256", "dtype", "device"):  # the first difference is reported
+        if why is None and (not info.get(key) or theirs.get(key) != info.get(key)):
             why = f"its {key} is {theirs.get(key)!r}, not {info.get(key)!r}"
     for key in ("prompt_version", "max_prompt_len", "model"):
-        if store.meta.get(key) != plan.identity[key]:
+        if why is None and store.meta.get(key) != plan.identity[key]:
             why = f"its {key} is {store.meta.get(key)!r}, not {plan.identity[key]!r}"
-    if not set(plan.layers) <= set(store.layers):
+    if why is None and not set(plan.layers) <= set(store.layers):
         why = f"it holds layers {store.layers}, not all of {plan.layers}"
     at = {r.query_id: r for r in store.index}
     rows = np.zeros(len(plan.rows), dtype=np.int64)
