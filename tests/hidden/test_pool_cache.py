@@ -292,3 +292,5 @@ def test_a_pool_of_other_weights_or_prompts_is_not_copied(
     with pytest.raises(FksInputError, match="asked differently") as exc:
         _with_pool(tmp_path / "c", tiny_model_and_tokenizer, other, parent)
     assert exc.value.field == "query_id" and main.query_id in str(exc.value)
+    lines = Path(exc.value.path).read_text().splitlines()
+    assert f'"{main.query_id}"' in lines[exc.value.line - 1]  # the parent's own line

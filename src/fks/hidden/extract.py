@@ -863,11 +863,15 @@ def extract_with_pool(
             continue
         other = theirs.get(q.query_id)
         if other is None or build_prompt(other) != build_prompt(q):
+            from fks.data.load import iter_queries
+
+            line = None if other is None else next(  # only on this error: read the file again
+                (n for n, row in iter_queries(parent.files) if row.query_id == q.query_id), None)
             raise FksInputError(
                 f"{q.query_id} (a main query of the run's benchmark) is "
                 + ("not in the reference benchmark" if other is None else
                    "asked differently in the reference benchmark"),
-                path=parent.files.queries, field="query_id")
+                path=parent.files.queries, line=line, field="query_id")
     log.info("extracting the reference pool (%d facts of the full benchmark) for the ISS/KTS "
              "whitening", len(parent.facts))
     common = {"batch_size": batch_size, "max_prompt_len": max_prompt_len, "overwrite": overwrite,
