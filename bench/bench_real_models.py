@@ -298,6 +298,50 @@ def _gemm_seconds(fn) -> tuple[float, float, float]:
     return wall, gemm, float(sum(e.flops for e in events))
 
 
+#: the profiler's names for scaled dot-product attention on CPU (every SDPA backend)
+ATTENTION_OPS = ("aten::scaled_dot_product_attention",)
+#: the record_function label :func:`_required_seconds` puts around the per-step log-prob kernel
+LOGPROB_LABEL = "fks::chosen_logprobs"
+
+
+def _required_seconds(fn) -> dict:
+    """Run ``fn()`` (an fks generation) under ``torch.profiler``; split its time by what it is.
+
+    ``gemm_s``: the matrix products (:data:`GEMM_OPS`, self time); ``logprob_s``: the per-step
+    log-prob kernel (:func:`fks.generate.backends.hf.chosen_logprobs`: the argmax and the
+    logsumexp over the vocabulary that the protocol's ``answer_logprobs`` need);
+    ``attention_s``: attention (:data:`ATTENTION_OPS`, total time). The three are the work any
+    implementation of the same answers and log-probs does; norms, activations, rotary, cache
+    copies and Python are what it could remove. Wall seconds, as in :func:`_gemm_seconds`.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import fks.generate.backends.hf as hf
+
+    kernel = hf.chosen_logprobs
+
+    def labelled(scores):
+        with torch.profiler.record_function(LOGPROB_LABEL):
+            return kernel(scores)
+
+    hf.chosen_logprobs = labelled
+    try:
+        started = time.perf_counter()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            fn()
+        wall = time.perf_counter() - started
+    finally:
+        hf.chosen_logprobs = kernel
+    events = prof.key_averages()
+    gemm = sum(e.self_cpu_time_total for e in events if e.key in GEMM_OPS) / 1e6
+    attention = sum(e.cpu_time_total for e in events if e.key in ATTENTION_OPS) / 1e6
+    logprob = sum(e.cpu_time_total for e in events if e.key == LOGPROB_LABEL) / 1e6
+    return {"profiled_s": round(wall, 2), "gemm_s": round(gemm, 2),
+            "logprob_s": round(logprob, 2), "attention_s": round(attention, 2),
+            "required_s": round(gemm + logprob + attention, 2)}
+
+
 def _peak_gflops(dtype, repeats: int = 5) -> dict:
     """The machine's matrix-product rate as torch reaches it: best of ``repeats`` over shapes.
 
@@ -363,6 +407,11 @@ def bench_generate(args: argparse.Namespace) -> dict:
     ``hardware_limit``: the profiled pass's matrix-product FLOPs over the best rate torch's
     products reach on these cores (:func:`_peak_gflops`); plain's best batch over those seconds
     bounds the speed-up of any implementation that computes the same products.
+
+    ``required_work`` (:func:`_required_seconds`, the same profiled pass): the products, the
+    log-prob kernel and attention; plain's best over the products at the machine's best rate
+    plus the other two is the most any implementation of the same answers and log-probs can
+    gain over plain, with every other operation at zero cost.
     """
     from fks.generate.backends.packed import stock_linears
     from fks.generate.prompts import build_prompt
@@ -400,8 +449,9 @@ def bench_generate(args: argparse.Namespace) -> dict:
     default = args.default_batch if args.default_batch in args.batches else args.batches[-1]
     plain_best = min(v for k, v in best.items() if k.startswith("plain"))
     fks_default = best[f"fks_b{default}"]
-    # one worker: the profiler's matrix-product seconds are then wall seconds
-    profiled, gemm, _ = _gemm_seconds(lambda: _generate(backend, by_length, default, 1))
+    # one worker: the profiler's seconds are then wall seconds
+    required = _required_seconds(lambda: _generate(backend, by_length, default, 1))
+    profiled, gemm = required["profiled_s"], required["gemm_s"]
     with stock_linears():  # the profiler counts FLOPs of aten's products, not oneDNN's op
         _, _, flops = _gemm_seconds(lambda: _generate(backend, by_length, default, 1))
     peak = _peak_gflops(next(backend.model.parameters()).dtype)
@@ -437,6 +487,15 @@ def bench_generate(args: argparse.Namespace) -> dict:
             # its padding) at the best rate torch reaches on these cores; plain's best over
             # that bounds the speed-up of ANY implementation of the same products
             "hardware_limit": _hardware_bound(flops, peak, plain_best, "plain_best"),
+            # what any implementation of the same answers and log-probs must compute: the
+            # products at the machine's best rate, plus the log-prob kernel and attention as
+            # fks runs them; plain's best over that bounds the speed-up even with every
+            # norm, activation, copy and Python line at zero cost
+            "required_work": {**required, "plain_best_over_required": round(
+                plain_best / required["required_s"], 2),
+                "plain_best_over_products_at_peak_plus_logprob_attention": round(
+                    plain_best / (flops / (peak["peak_gflops"] * 1e9) + required["logprob_s"]
+                                  + required["attention_s"]), 2)},
             "answers_equal_to_plain_one_at_a_time": f"{n_equal} of {len(single)}",
             "answers_equal_fks_to_plain_same_batch": {
                 f"b{b}": sum(x == y for x, y in zip(texts[f"fks_b{b}"], texts[f"plain_b{b}"],
