@@ -217,6 +217,43 @@ def test_the_fused_logprob_kernel_matches_eager_and_a_float64_reference():
     assert hf.logprob_kernel(hf.FUSED_MIN_VOCAB - 1) == "eager"
 
 
+@pytest.mark.parametrize("vocab", [65536, 50257])  # blocks of 1,024; no power-of-2 divisor
+def test_the_fused_kernel_picks_torchs_argmax_among_ties_in_bf16_at_any_batch(vocab):
+    # the argmax is the first index holding the maximum, as torch.argmax's; bf16 logits (the
+    # models' own) and one-row batches (a batch whose other rows ended) give the same values
+    import torch
+
+    from fks.generate.backends import hf
+
+    torch.manual_seed(1)
+    x = (torch.randn(5, vocab) * 4).bfloat16()
+    x[0, 7] = x[0, vocab - 3] = 30.0  # a tie: the first index wins
+    x[2, vocab - 1] = 40.0  # the last word
+    ref = x.double().max(-1).values - torch.logsumexp(x.double(), -1)
+    with torch.inference_mode():
+        for start, stop in ((0, 5), (0, 2), (0, 1), (3, 5)):
+            lp, tok = hf._fused_chosen(x[start:stop])
+            assert torch.equal(tok, x[start:stop].argmax(-1))
+            assert (lp.double() - ref[start:stop]).abs().max() < 1e-5
+    assert tok.dtype == torch.int64 and lp.dtype == torch.float32
+
+
+def test_a_nan_row_gets_torchs_own_argmax():
+    # a row whose maximum matches no logit (NaN) would get an index past the vocabulary from
+    # the fused kernel; it takes the eager path instead
+    import torch
+
+    from fks.generate.backends import hf
+
+    x = torch.randn(3, hf.FUSED_MIN_VOCAB)
+    x[1, 11] = float("nan")
+    with torch.inference_mode():
+        lp, tok = hf._fused_chosen(x)
+        eager, tok_eager = hf._eager_chosen(x)
+    assert torch.equal(tok, tok_eager) and int(tok[1]) == 11
+    assert torch.equal(lp.isnan(), eager.isnan())
+
+
 def test_a_failed_compile_falls_back_to_eager_once_and_says_so(monkeypatch, caplog):
     import torch
 
