@@ -287,15 +287,20 @@ def _gemm_seconds(fn) -> tuple[float, float, float]:
     gemm`` bounds its speed-up. The FLOPs are the profiler's count (``with_flops``: 2·m·n·k
     per product) over the same ops.
     """
+    wall, events = _profiled(fn, with_flops=True)
+    events = [e for e in events if e.key in GEMM_OPS]
+    gemm = sum(e.self_cpu_time_total for e in events) / 1e6
+    return wall, gemm, float(sum(e.flops for e in events))
+
+
+def _profiled(fn, with_flops: bool = False) -> tuple[float, list]:
+    """Run ``fn()`` under ``torch.profiler`` (CPU): ``(wall s, the profiler's per-op averages)``."""
     from torch.profiler import ProfilerActivity, profile
 
     started = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+    with profile(activities=[ProfilerActivity.CPU], with_flops=with_flops) as prof:
         fn()
-    wall = time.perf_counter() - started
-    events = [e for e in prof.key_averages() if e.key in GEMM_OPS]
-    gemm = sum(e.self_cpu_time_total for e in events) / 1e6
-    return wall, gemm, float(sum(e.flops for e in events))
+    return time.perf_counter() - started, prof.key_averages()
 
 
 #: the profiler's names for scaled dot-product attention on CPU (every SDPA backend)
@@ -315,7 +320,6 @@ def _required_seconds(fn) -> dict:
     copies and Python are what it could remove. Wall seconds, as in :func:`_gemm_seconds`.
     """
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     import fks.generate.backends.hf as hf
 
@@ -327,13 +331,9 @@ def _required_seconds(fn) -> dict:
 
     hf.chosen_logprobs = labelled
     try:
-        started = time.perf_counter()
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            fn()
-        wall = time.perf_counter() - started
+        wall, events = _profiled(fn)
     finally:
         hf.chosen_logprobs = kernel
-    events = prof.key_averages()
     gemm = sum(e.self_cpu_time_total for e in events if e.key in GEMM_OPS) / 1e6
     attention = sum(e.cpu_time_total for e in events if e.key in ATTENTION_OPS) / 1e6
     logprob = sum(e.cpu_time_total for e in events if e.key == LOGPROB_LABEL) / 1e6

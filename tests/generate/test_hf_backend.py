@@ -236,6 +236,7 @@ def test_the_fused_kernel_picks_torchs_argmax_among_ties_in_bf16_at_any_batch(vo
             assert torch.equal(tok, x[start:stop].argmax(-1))
             assert (lp.double() - ref[start:stop]).abs().max() < 1e-5
     assert tok.dtype == torch.int64 and lp.dtype == torch.float32
+    assert hf.logprob_kernel(vocab) == "inductor"  # the compiled kernel ran, not the fallback
 
 
 def test_a_nan_row_gets_torchs_own_argmax():
@@ -252,6 +253,7 @@ def test_a_nan_row_gets_torchs_own_argmax():
         eager, tok_eager = hf._eager_chosen(x)
     assert torch.equal(tok, tok_eager) and int(tok[1]) == 11
     assert torch.equal(lp.isnan(), eager.isnan())
+    assert hf.logprob_kernel(hf.FUSED_MIN_VOCAB) == "inductor"  # a NaN row is no failure
 
 
 def test_a_failed_compile_falls_back_to_eager_once_and_says_so(monkeypatch, caplog):

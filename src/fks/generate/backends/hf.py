@@ -374,7 +374,7 @@ def kernel_settings() -> dict[str, Any]:
 FUSED_MIN_VOCAB = 32768
 _FUSED: dict[str, Any] = {}
 _FUSED_LOCK = threading.Lock()
-_FUSED_SEEN: set[tuple[str, int]] = set()
+_FUSED_SEEN: set[tuple[str, int, int]] = set()  # (dtype, vocabulary, min(rows, 2))
 
 
 def _fused_chosen(scores: Any) -> tuple[Any, Any]:
@@ -386,11 +386,12 @@ def _fused_chosen(scores: Any) -> tuple[Any, Any]:
     the sum of ``exp(logit - max)``: float32 partial sums over blocks of at most 1,024
     words, added in float64. Two reads of the logits instead of the eager path's three, and
     closer to a float64 reference than eager ``torch.logsumexp`` (``bench_real_models.py
-    logprobs``). On Gemma's ``(64, 262,144)`` bf16 logits it takes 5.9 ms a step against 17.3
-    ms for stop 35's one-pass kernel, whose argmax inductor did not vectorise (error against
-    float64 1.5e-7 and 1.2e-7; the same tokens). A row whose maximum matches no logit (a NaN)
-    is left to the eager path. Falls back to eager -- once, with a warning -- when compiling
-    fails (no C++ compiler); ``FKS_COMPILE=0`` turns it off.
+    logprobs``). On random bf16 logits of Gemma's shape, ``(64, 262,144)``, it takes 5.9 ms a
+    step against 17.3 ms for stop 35's one-pass kernel (a symbolic vocabulary, every term
+    summed in float64, and an argmax inductor did not vectorise; error against float64
+    1.5e-7 and 1.2e-7; the same tokens). A row whose
+    maximum matches no logit (a NaN) is left to the eager path. Falls back to eager -- once,
+    with a warning -- when compiling fails (no C++ compiler); ``FKS_COMPILE=0`` turns it off.
     """
     # dynamo compiles (and recompiles for a new dtype, vocabulary or a one-row batch) in the
     # calling thread and is not thread-safe then: a call of a kind not seen yet holds the
